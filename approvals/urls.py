@@ -1,0 +1,3 @@
+"""Page routes of the approvals app."""
+
+urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""Page routes of the credentials app."""
+
+urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""Admin of the notifications app."""
+
+from django.contrib import admin  # noqa: F401

@@ -1,0 +1,3 @@
+"""Page routes of the notifications app."""
+
+urlpatterns: list = []

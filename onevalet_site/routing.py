@@ -1,0 +1,5 @@
+"""Websocket routes. Each app contributes its consumers here."""
+
+from __future__ import annotations
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""Page routes of the orchestrator app."""
+
+urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""Admin of the pool app."""
+
+from django.contrib import admin  # noqa: F401

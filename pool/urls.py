@@ -1,0 +1,3 @@
+"""Page routes of the pool app."""
+
+urlpatterns: list = []

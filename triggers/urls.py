@@ -1,0 +1,3 @@
+"""Page routes of the triggers app."""
+
+urlpatterns: list = []
