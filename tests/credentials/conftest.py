@@ -1,0 +1,101 @@
+"""Fixtures of the credentials tests: secrets easy to search for, keys, staff users, Redis.
+
+The suite's ``user``, ``other_user`` and ``api_client`` come from ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+from django.contrib.auth.models import Permission
+
+from credentials.models import Credential
+from credentials.services import credential_save
+from tests.factories import make_user
+
+# Distinctive values: if any of them (or a long piece of one) shows up in a page, a response,
+# a log or a database column, a secret leaked.
+SECRET = "sk-live-Zq8Vw3Pp9Lm2Xr7Tt4Ny"
+OTHER_SECRET = "ya29.OtherUsersTokenGh5Kd8Jw1Qs"
+
+
+def secret_pieces(secret: str, size: int = 8) -> list[str]:
+    """Every ``size``-long substring of ``secret``: a partial leak counts as a leak."""
+    return [secret[i : i + size] for i in range(len(secret) - size + 1)]
+
+
+def assert_no_secret(text: str, *secrets: str) -> None:
+    for secret in secrets or (SECRET, OTHER_SECRET):
+        leaked = [piece for piece in secret_pieces(secret) if piece in text]
+        assert not leaked, f"secret material leaked: {leaked[:3]}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def embedded_redis_for_throttling() -> Iterator[None]:
+    """DRF's throttle keeps its counters in the cache, which is Redis; with ``REDIS_URL``
+    unset that is the embedded server, started here when nothing else started it."""
+    from django.conf import settings
+
+    from onevalet_site import embedded_redis
+
+    var_dir = Path(settings.VAR_DIR)
+    started = settings.EMBEDDED_REDIS and not embedded_redis.is_answering(embedded_redis.socket_path(var_dir))
+    if started:
+        embedded_redis.ensure_running(var_dir)
+    yield
+    if started:
+        embedded_redis.stop(var_dir)
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    """Users are made in almost every test here; PBKDF2 would dominate the run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def new_key() -> str:
+    return Fernet.generate_key().decode()
+
+
+@pytest.fixture
+def old_key(settings: Any) -> str:
+    """A fresh key made the only configured one, so tests know what sealed their rows."""
+    key = Fernet.generate_key().decode()
+    settings.CREDENTIALS_KEYS = [key]
+    return key
+
+
+@pytest.fixture
+def credential(user: Any) -> Credential:
+    row, _ = credential_save(
+        owner_id=user.pk, service="google", credentials={"access_token": SECRET, "expires_in": 3600}
+    )
+    return row
+
+
+@pytest.fixture
+def other_credential(other_user: Any) -> Credential:
+    row, _ = credential_save(owner_id=other_user.pk, service="google", credentials={"access_token": OTHER_SECRET})
+    return row
+
+
+def grant_credential_perms(staff: Any) -> Any:
+    perms = Permission.objects.filter(content_type__app_label="credentials", content_type__model="credential")
+    staff.user_permissions.add(*perms)
+    return staff
+
+
+@pytest.fixture
+def staff_user(db: None) -> Any:
+    """Staff, not superuser, with every credential permission: still only their own rows."""
+    return grant_credential_perms(make_user(is_staff=True))
+
+
+@pytest.fixture
+def superuser(db: None) -> Any:
+    return make_user(is_staff=True, is_superuser=True)
