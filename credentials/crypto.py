@@ -63,6 +63,10 @@ class CredentialUnreadable(OneValetError):
         self.binding = binding
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[CredentialUnreadable], tuple[Binding, str]]:
+        # Pickled across processes (a tool in a worker) with the arguments __init__ takes.
+        return (type(self), (self.binding, self.reason))
+
 
 REASON_NO_KEY = "no configured key opens them, or they were altered or truncated"
 REASON_MALFORMED = "the decrypted envelope is malformed"
@@ -88,7 +92,10 @@ def current_fernet() -> MultiFernet:
 
 
 def seal(value_json: str, binding: Binding) -> str:
-    """Encrypt a value (its compact JSON, as ``validators.check_value`` returns it) for ``binding``."""
+    """Encrypt a value (its compact JSON, as ``validators.check_value`` returns it) for ``binding``.
+
+    The already-validated JSON is spliced into the envelope rather than parsed and dumped again.
+    """
     envelope = (
         '{"v":%d,"tenant":%s,"service":%s,"account":%s,"data":%s}'
         % (

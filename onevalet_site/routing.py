@@ -2,4 +2,10 @@
 
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from orchestrator.consumers import ChatConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/chat/", ChatConsumer.as_asgi()),
+]

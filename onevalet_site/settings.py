@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI / ReDoc assets served locally, never from a CDN
     "channels",
     "django_celery_beat",
     "orchestrator",
@@ -205,7 +206,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"user": env_str("ONEVALET_API_RATE", "600/minute")},
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_str("ONEVALET_API_RATE", "600/minute"),
+        # POST /api/v1/messages: each message costs LLM tokens.
+        "messages": env_str("ONEVALET_MESSAGE_RATE", "60/minute"),
+    },
     "EXCEPTION_HANDLER": "onevalet_site.errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -214,6 +219,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- The assistant --------------------------------------------------------------------
@@ -234,7 +242,7 @@ except json.JSONDecodeError as exc:
 if not isinstance(ONEVALET_LOOP, dict):
     raise ConfigError("ONEVALET_LOOP", "must be a JSON object of ReactLoopConfig fields")
 # Modules whose @tool / @valet definitions are registered at start-up.
-ONEVALET_TOOL_MODULES = env_list("ONEVALET_TOOL_MODULES", ["orchestrator.builtin_tools"])
+ONEVALET_TOOL_MODULES = env_list("ONEVALET_TOOL_MODULES", ["orchestrator.builtin_tools", "orchestrator.example_agents", "triggers.assistant_tools"])
 
 # --- Credentials ----------------------------------------------------------------------
 CREDENTIALS_KEYS = env_list("CREDENTIALS_KEYS", [])
@@ -271,6 +279,7 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
         "openai": {"level": "WARNING"},
     },
 }

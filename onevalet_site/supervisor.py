@@ -88,6 +88,10 @@ PROCESSES: list[ProcessSpec] = [
         ),
     ),
     ProcessSpec(
+        "event-consumer",
+        lambda o: [o.python, "manage.py", "run_event_consumer"],
+    ),
+    ProcessSpec(
         "celery-beat",
         lambda o: _celery(o, "beat", "--loglevel", "INFO", "-S", "django_celery_beat.schedulers:DatabaseScheduler"),
     ),

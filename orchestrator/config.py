@@ -46,6 +46,8 @@ class ReactLoopConfig:
 
     # Approvals and paused agents
     approval_timeout_minutes: int = 30
+    agent_pool_ttl_minutes: int = 60  # a paused agent nobody answers is dropped after this long
+    max_agents_per_tenant: int = 10  # paused agents one user may have at once, across conversations
 
     @classmethod
     def from_settings(cls, overrides: dict[str, Any] | None = None) -> ReactLoopConfig:
@@ -77,6 +79,8 @@ class ReactLoopConfig:
             problems.append("need 1 <= force_trim_keep_messages <= max_history_messages")
         if self.tool_execution_timeout <= 0 or self.agent_tool_execution_timeout <= 0:
             problems.append("tool timeouts must be positive")
+        if self.agent_pool_ttl_minutes < 1 or self.max_agents_per_tenant < 1:
+            problems.append("agent_pool_ttl_minutes and max_agents_per_tenant must be at least 1")
         if self.chars_per_token <= 0:
             problems.append("chars_per_token must be positive")
         if problems:

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import zoneinfo
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from onevalet_site.errors import InvalidInput, ServiceUnavailable, TooLarge
 from orchestrator import services
+from orchestrator.agent_tools import AgentFinished, AgentStillWaiting, resume_pending_agent
 from orchestrator.config import ReactLoopConfig
 from orchestrator.events import ErrorEvent, EventSink, ExecutionEnd, LoopEvent, discard
 from orchestrator.llm import LLMClient
@@ -30,7 +32,7 @@ from orchestrator.locks import conversation_lock
 from orchestrator.loop import ReactLoop
 from orchestrator.registry import load_tool_modules
 from orchestrator.tools import Tool, ToolExecutionContext, ToolRegistry, registry
-from orchestrator.types import ReactLoopResult
+from orchestrator.types import ReactLoopResult, TokenUsage, ToolCallRecord
 
 logger = logging.getLogger("onevalet.orchestrator")
 
@@ -53,6 +55,9 @@ class PreparedRun:
     source: str
     messages: list[dict[str, Any]]
     tool_context: ToolExecutionContext
+    # What happened before the loop (a resumed agent's call and result), persisted with the run.
+    carried_messages: list[dict[str, Any]] = field(default_factory=list)
+    carried_records: list[ToolCallRecord] = field(default_factory=list)
 
 
 class Orchestrator:
@@ -110,7 +115,8 @@ class Orchestrator:
                     *start.history]
         context = ToolExecutionContext(tenant_id=user_id, conversation_id=start.conversation_id, run_id=start.run_id,
                                        timezone=start.timezone, source=source, credentials=self.credentials,
-                                       extra={"thread_pool_size": self.config.tool_thread_pool_size})
+                                       extra={"thread_pool_size": self.config.tool_thread_pool_size,
+                                              "loop_config": self.config})
         return PreparedRun(user_id=user_id, conversation_id=start.conversation_id, run_id=start.run_id,
                            source=source, messages=messages, tool_context=context)
 
@@ -120,12 +126,35 @@ class Orchestrator:
         Returns a finished result when the agent is still waiting (the loop is skipped), or
         None to run the loop — with the agent's outcome already appended to the messages.
         """
-        return None
+        last = prepared.messages[-1] if prepared.messages else {}
+        if last.get("role") != "user":
+            return None
+        started = time.monotonic()
+        outcome = await resume_pending_agent(text=str(last.get("content") or ""), context=prepared.tool_context,
+                                             tools=self.tools, emit=emit)
+        match outcome:
+            case None:
+                return None
+            case AgentFinished(messages=messages, records=records):
+                prepared.messages.extend(messages)
+                prepared.carried_messages.extend(messages)
+                prepared.carried_records.extend(records)
+                return None
+            case AgentStillWaiting(interruption=interruption, records=records):
+                return ReactLoopResult(response=interruption.prompt, turns=0, tool_calls=records,
+                                       token_usage=TokenUsage(), duration_ms=int((time.monotonic() - started) * 1000),
+                                       pending_approvals=interruption.pending_approvals, status=interruption.status,
+                                       interruption=interruption)
+            case _:
+                assert_never(outcome)
 
     async def react_loop(self, prepared: PreparedRun, emit: EventSink, *, stream: bool) -> ReactLoopResult:
         loop = ReactLoop(llm=self.llm, tools=self.visible_tools(), config=self.config,
                          tool_context=prepared.tool_context, emit=emit, run_id=prepared.run_id, stream=stream)
-        return await loop.run(prepared.messages)
+        result = await loop.run(prepared.messages)
+        result.new_messages[:0] = prepared.carried_messages
+        result.tool_calls[:0] = prepared.carried_records
+        return result
 
     async def post_process(self, prepared: PreparedRun, result: ReactLoopResult) -> None:
         await sync_to_async(services.run_finish)(owner_id=prepared.user_id, run_id=prepared.run_id,

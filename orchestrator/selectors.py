@@ -56,4 +56,5 @@ def tool_stats(*, since=None, owner_id: int | None = None) -> list[dict[str, Any
         rows = rows.filter(owner_id=owner_id)
     stats = rows.values("name").annotate(calls=Count("id"), successes=Count("id", filter=Q(success=True)),
                                          mean_ms=Avg("duration_ms")).order_by("-calls")
-    return [{**s, "success_rate": (s["successes"] / s["calls"]) if s["calls"] else 0.0} for s in stats]
+    return [{**s, "success_rate": s["successes"] / s["calls"], "success_pct": round(100 * s["successes"] / s["calls"], 1)}
+            for s in stats]

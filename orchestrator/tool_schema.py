@@ -21,7 +21,7 @@ class ArgumentError(ValueError):
     """The LLM's arguments do not match the tool's schema; the message tells it what to fix."""
 
 
-def _strip_optional(annotation: Any) -> tuple[Any, bool]:
+def strip_optional(annotation: Any) -> tuple[Any, bool]:
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
         args = [a for a in get_args(annotation) if a is not type(None)]
@@ -32,7 +32,7 @@ def _strip_optional(annotation: Any) -> tuple[Any, bool]:
 
 def json_type(annotation: Any) -> dict[str, Any]:
     """The JSON-schema fragment describing one annotation (without description)."""
-    annotation, nullable = _strip_optional(annotation)
+    annotation, nullable = strip_optional(annotation)
     schema: dict[str, Any]
     origin = get_origin(annotation)
     if annotation in _SIMPLE:
@@ -70,7 +70,7 @@ def schema_for_parameter(annotation: Any, description: str, default: Any) -> dic
 
 def _check(value: Any, annotation: Any, where: str) -> Any:
     """Validate ``value`` against ``annotation``; return it converted (Enum members)."""
-    annotation, nullable = _strip_optional(annotation)
+    annotation, nullable = strip_optional(annotation)
     if value is None:
         if nullable:
             return None

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, get_type_hints
 
-from orchestrator.tool_schema import ArgumentError, coerce_arguments, schema_for_parameter
+from orchestrator.tool_schema import ArgumentError, strip_optional, coerce_arguments, schema_for_parameter
 from orchestrator.types import ToolOutcome
 
 
@@ -123,7 +123,7 @@ class FunctionTool:
         required: list[str] = []
         for param in inspect.signature(func).parameters.values():
             annotation = hints.get(param.name, str)
-            if annotation is ToolExecutionContext:
+            if strip_optional(annotation)[0] is ToolExecutionContext:
                 self.context_param = param.name
                 continue
             default = param.default

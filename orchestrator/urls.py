@@ -1,3 +1,9 @@
 """Page routes of the orchestrator app."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from orchestrator.views import chat_page
+
+urlpatterns = [
+    path("chat/", chat_page, name="chat"),
+]

@@ -152,7 +152,32 @@ def llm_server(llm_server_session: ScriptedLLMServer, network_guard: NetworkGuar
         pytest.fail(f"scripted LLM server got {len(unexpected)} unscripted request(s):\n{lines}", pytrace=False)
 
 
+@pytest.fixture
+def make_orchestrator(llm_server: Any, settings: Any):
+    """Build an Orchestrator against the scripted server; ``config`` overrides loop knobs."""
+
+    from orchestrator.config import ReactLoopConfig
+    from orchestrator.llm import LLMClient
+    from orchestrator.orchestrator import Orchestrator
+    from tests.orchestrator.conftest import build_test_tools
+
+    def factory(tools: Any = None, system_prompt: str = "You are Koi, a cheerful test persona.",
+                **config: Any) -> Any:
+        defaults = {"llm_retry_base_delay": 0.01, "tool_execution_timeout": 2.0}
+        llm = LLMClient(api_key="test-key", base_url=llm_server.base_url, model=llm_server.model, timeout=5.0)
+        return Orchestrator(llm=llm, tools=tools if tools is not None else build_test_tools(),
+                            config=ReactLoopConfig.from_mapping({**defaults, **config}), system_prompt=system_prompt)
+
+    return factory
+
+
 # --------------------------------------------------------------------------- users
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    """Users are made in most tests; PBKDF2 would dominate the suite's run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

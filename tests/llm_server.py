@@ -276,6 +276,9 @@ class ScriptedLLMServer:
         self.unexpected: list[RecordedRequest] = []
         self.allow_unexpected = False  # a test expecting unscripted requests sets this (or the marker)
         self.connections_opened = 0  # lets a test assert connection reuse (keep-alive)
+        # Benchmarks: answer from this function when the script is empty, and keep no log.
+        self.responder: Callable[[RecordedRequest], Step] | None = None
+        self.record = True
         self._requested_port = port
         self._queue: deque[StepLike] = deque()
         self._lock = threading.Lock()
@@ -398,8 +401,9 @@ class ScriptedLLMServer:
     def _serve_chat(self, handler: _Handler, body: dict[str, Any]) -> None:
         request = handler._record(body)
         with self._lock:
-            self.requests.append(request)
-            step: StepLike | None = self._queue.popleft() if self._queue else None
+            if self.record:
+                self.requests.append(request)
+            step: StepLike | None = self._queue.popleft() if self._queue else self.responder
             release = self._release
             if step is None:
                 self.unexpected.append(request)

@@ -5,8 +5,6 @@ The suite's ``user``, ``other_user`` and ``api_client`` come from ``tests/confte
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,29 +30,6 @@ def assert_no_secret(text: str, *secrets: str) -> None:
     for secret in secrets or (SECRET, OTHER_SECRET):
         leaked = [piece for piece in secret_pieces(secret) if piece in text]
         assert not leaked, f"secret material leaked: {leaked[:3]}"
-
-
-@pytest.fixture(scope="session", autouse=True)
-def embedded_redis_for_throttling() -> Iterator[None]:
-    """DRF's throttle keeps its counters in the cache, which is Redis; with ``REDIS_URL``
-    unset that is the embedded server, started here when nothing else started it."""
-    from django.conf import settings
-
-    from onevalet_site import embedded_redis
-
-    var_dir = Path(settings.VAR_DIR)
-    started = settings.EMBEDDED_REDIS and not embedded_redis.is_answering(embedded_redis.socket_path(var_dir))
-    if started:
-        embedded_redis.ensure_running(var_dir)
-    yield
-    if started:
-        embedded_redis.stop(var_dir)
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    """Users are made in almost every test here; PBKDF2 would dominate the run time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

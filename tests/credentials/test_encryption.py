@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import pickle
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from credentials.crypto import CredentialUnreadable
 from credentials.models import Credential
 from credentials.selectors import credential_value
 from credentials.services import credential_save
-from tests.credentials.conftest import OTHER_SECRET, SECRET, assert_no_secret
+from tests.credentials.conftest import SECRET, assert_no_secret
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +135,9 @@ def test_repr_and_str_of_a_credential_hold_no_secret(credential: Credential) -> 
     assert_no_secret(text)
     assert credential.sealed_value not in repr(credential)
     assert credential.masked == "•••••••• (access_token, expires_in)"
+
+
+def test_unreadable_error_survives_pickling() -> None:
+    error = CredentialUnreadable(crypto.Binding("1", "google", "work"), crypto.REASON_NO_KEY)
+    copy = pickle.loads(pickle.dumps(error))
+    assert (str(copy), copy.binding, copy.reason, copy.status) == (str(error), error.binding, error.reason, 409)

@@ -1,4 +1,4 @@
-"""Fixtures for the loop: an orchestrator wired to the scripted server with test tools."""
+"""Tools for the loop tests; the ``make_orchestrator`` fixture lives in ``tests/conftest.py``."""
 
 from __future__ import annotations
 
@@ -6,11 +6,6 @@ import asyncio
 import time
 from typing import Any
 
-import pytest
-
-from orchestrator.config import ReactLoopConfig
-from orchestrator.llm import LLMClient
-from orchestrator.orchestrator import Orchestrator
 from orchestrator.tools import ToolExecutionContext, ToolRegistry, tool
 
 
@@ -79,17 +74,3 @@ def build_test_tools() -> ToolRegistry:
         return f"tenant={context.tenant_id} conversation={context.conversation_id} tz={context.timezone}"
 
     return tools
-
-
-@pytest.fixture
-def make_orchestrator(llm_server: Any, settings: Any):
-    """Build an Orchestrator against the scripted server; ``config`` overrides loop knobs."""
-
-    def factory(tools: ToolRegistry | None = None, system_prompt: str = "You are Koi, a cheerful test persona.",
-                **config: Any) -> Orchestrator:
-        defaults = {"llm_retry_base_delay": 0.01, "tool_execution_timeout": 2.0}
-        llm = LLMClient(api_key="test-key", base_url=llm_server.base_url, model=llm_server.model, timeout=5.0)
-        return Orchestrator(llm=llm, tools=tools if tools is not None else build_test_tools(),
-                            config=ReactLoopConfig.from_mapping({**defaults, **config}), system_prompt=system_prompt)
-
-    return factory
