@@ -242,7 +242,7 @@ except json.JSONDecodeError as exc:
 if not isinstance(ONEVALET_LOOP, dict):
     raise ConfigError("ONEVALET_LOOP", "must be a JSON object of ReactLoopConfig fields")
 # Modules whose @tool / @valet definitions are registered at start-up.
-ONEVALET_TOOL_MODULES = env_list("ONEVALET_TOOL_MODULES", ["orchestrator.builtin_tools", "orchestrator.example_agents", "triggers.assistant_tools"])
+ONEVALET_TOOL_MODULES = env_list("ONEVALET_TOOL_MODULES", ["orchestrator.builtin_tools", "orchestrator.example_agents", "orchestrator.email_agent", "triggers.assistant_tools"])
 
 # --- Credentials ----------------------------------------------------------------------
 CREDENTIALS_KEYS = env_list("CREDENTIALS_KEYS", [])

@@ -57,6 +57,7 @@ class ProcessSpec:
 
     ``enabled`` decides per start whether the row runs at all; ``ready`` is a probe awaited
     before the next row starts, for rows the later ones depend on (the embedded Redis).
+    Rows with a probe are also stopped last.
     """
 
     name: str
@@ -229,15 +230,6 @@ class Child:
         return self.spec.name
 
 
-def _process_state(pid: int) -> str | None:
-    """The one-letter state from /proc (None when the process is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
-
-
 def group_alive(pgid: int) -> bool:
     """True while any non-zombie process remains in the process group ``pgid``.
 
@@ -358,23 +350,30 @@ class Supervisor:
             self._sleep_until_signal(None)
 
     def stop_all(self) -> None:
-        """SIGTERM every leader (last started first), wait, then SIGKILL what is left of
+        """Stop every child: first the rows nothing depends on, then those with a ``ready``
+        probe (the embedded Redis), so no process loses its broker while shutting down."""
+        dependents = [child for child in reversed(self.children) if child.spec.ready is None]
+        dependencies = [child for child in reversed(self.children) if child.spec.ready is not None]
+        for phase in (dependents, dependencies):
+            self._stop_phase(phase)
+        self.children.clear()
+
+    def _stop_phase(self, children: list[Child]) -> None:
+        """SIGTERM each leader, wait up to ``stop_timeout``, then SIGKILL whatever is left of
         each process group, grandchildren included."""
-        running = [child for child in reversed(self.children)]
-        for child in running:
+        for child in children:
             if child.process.poll() is None:
                 try:
                     child.process.send_signal(signal.SIGTERM)
                 except ProcessLookupError:
                     pass
         deadline = time.monotonic() + self.stop_timeout
-        for child in running:
-            remaining = max(0.0, deadline - time.monotonic())
+        for child in children:
             try:
-                child.process.wait(timeout=remaining)
+                child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.out.write(f"{child.name} did not stop within {self.stop_timeout:.0f}s; killing it.\n")
-        for child in running:
+        for child in children:
             pgid = child.process.pid
             grace = time.monotonic() + 2.0
             while group_alive(pgid) and time.monotonic() < grace:
@@ -386,7 +385,6 @@ class Supervisor:
                     pass
             if child.process.poll() is None:
                 child.process.wait()
-        self.children.clear()
 
 
 # --- The command -------------------------------------------------------------------------
@@ -437,9 +435,9 @@ def run(host: str | None, port: int | None, out: TextIO, err: TextIO) -> int:
     ConfigError escapes to ``manage.py``, which prints it as one line and exits 2.
     """
     preflight(out)
-    prepare(out)
     options = build_options(host, port, out)
     check_port_free(options.host, options.port)
+    prepare(out)
     with Supervisor(options, out=out) as supervisor:
         died = supervisor.start(PROCESSES)
         if died is None and supervisor.stop_signal is None:

@@ -99,7 +99,9 @@ class AgentTool:
         except LimitReached as exc:
             return ToolOutcome(content=f"Error: {self.name} could not wait for the user's answer: {exc.message}",
                                is_error=True, status="ERROR")
-        return waiting_outcome(agent, result, entry_id=str(entry.id), tool_call_id=context.tool_call_id)
+        approval = await open_approval(agent, entry_id=entry.id, tool_call_id=context.tool_call_id, context=context)
+        return waiting_outcome(agent, result, entry_id=str(entry.id), tool_call_id=context.tool_call_id,
+                               approval=approval)
 
     def __repr__(self) -> str:
         return f"<AgentTool {self.name}>"
@@ -115,6 +117,20 @@ def _park(*, agent: StandardAgent, context: ToolExecutionContext, config: ReactL
                              max_per_tenant=config.max_agents_per_tenant)
 
 
+async def open_approval(agent: StandardAgent, *, entry_id: Any, tool_call_id: str,
+                        context: ToolExecutionContext) -> dict[str, Any] | None:
+    """A structured approval request (``approvals`` app) for an agent that waits for approval."""
+    if agent.status != AgentStatus.WAITING_FOR_APPROVAL:
+        return None
+    from approvals.services import approval_request_open
+
+    request = await sync_to_async(approval_request_open)(
+        owner_id=context.tenant_id, agent=agent, conversation_id=context.conversation_id, pool_entry_id=entry_id,
+        run_id=context.run_id or None, tool_call_id=tool_call_id, source=context.source,
+        timeout_minutes=loop_config(context).approval_timeout_minutes)
+    return request.as_pending()
+
+
 def finished_outcome(result: AgentResult) -> ToolOutcome:
     """A completed, failed or declined agent, as the tool result the LLM reads."""
     if result.status == AgentStatus.ERROR:
@@ -122,14 +138,15 @@ def finished_outcome(result: AgentResult) -> ToolOutcome:
     return ToolOutcome(content=result.message, status=result.status.name)
 
 
-def waiting_outcome(agent: StandardAgent, result: AgentResult, *, entry_id: str, tool_call_id: str) -> ToolOutcome:
+def waiting_outcome(agent: StandardAgent, result: AgentResult, *, entry_id: str, tool_call_id: str,
+                    approval: dict[str, Any] | None = None) -> ToolOutcome:
     """The tool result (kept in the history) and the interruption for a parked agent."""
     name = agent.agent_name()
     approvals: list[dict[str, Any]] = []
     if result.status == AgentStatus.WAITING_FOR_APPROVAL:
         summary, details = agent.approval_summary()
-        approvals.append({"agent_name": name, "action_summary": summary, "details": details,
-                          "pool_entry": entry_id, "tool_call_id": tool_call_id})
+        approvals.append(approval or {"agent_name": name, "action_summary": summary, "details": details,
+                                      "pool_entry": entry_id, "tool_call_id": tool_call_id})
         run_status, note = RunStatus.WAITING_FOR_APPROVAL, "waiting for the user's confirmation"
     else:
         run_status, note = RunStatus.WAITING_FOR_INPUT, "waiting for the user's input"
@@ -186,10 +203,17 @@ async def resume_pending_agent(*, text: str, context: ToolExecutionContext, tool
     to the loop. Entries another process claimed, or that cannot be restored (schema
     changed), are skipped.
     """
+    from approvals.chat import answer_pending_approvals
     from pool import selectors, services
+    from pool.models import AgentPoolEntry
 
-    entries = await sync_to_async(selectors.pending_for_conversation)(
+    answered = await answer_pending_approvals(text=text, context=context, tools=tools, emit=emit)
+    if answered is not None:
+        return answered
+    # An agent waiting for approval is decided only through ``approvals.services.approval_decide``.
+    entries = [entry for entry in await sync_to_async(selectors.pending_for_conversation)(
         owner_id=context.tenant_id, conversation_id=context.conversation_id)
+        if entry.status != AgentPoolEntry.Status.WAITING_FOR_APPROVAL]
     if not entries:
         return None
     if wants_to_cancel(text):
@@ -232,7 +256,9 @@ async def _continue_agent(agent: StandardAgent, entry: Any, text: str, call_id: 
         await sync_to_async(services.pool_entry_pause)(entry_id=entry.id, owner_id=entry.owner_id,
                                                        snapshot=agent.snapshot(),
                                                        ttl_minutes=config.agent_pool_ttl_minutes)
-        outcome = waiting_outcome(agent, result, entry_id=str(entry.id), tool_call_id=entry.tool_call_id)
+        approval = await open_approval(agent, entry_id=entry.id, tool_call_id=entry.tool_call_id, context=context)
+        outcome = waiting_outcome(agent, result, entry_id=str(entry.id), tool_call_id=entry.tool_call_id,
+                                  approval=approval)
         step = _Step(call_id, agent.agent_name(), agent.fields, outcome, duration_ms)
         await _emit_result(step, context, emit)
         interruption = outcome.interruption

@@ -21,7 +21,7 @@ from typing import Any, assert_never
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from onevalet_site.errors import InvalidInput, ServiceUnavailable, TooLarge
+from onevalet_site.errors import InvalidInput, OneValetError, ServiceUnavailable, TooLarge, ws_error_event
 from orchestrator import services
 from orchestrator.agent_tools import AgentFinished, AgentStillWaiting, resume_pending_agent
 from orchestrator.config import ReactLoopConfig
@@ -199,8 +199,8 @@ class Orchestrator:
             try:
                 await self.handle_message(emit=sink, stream=True, **kwargs)
             except Exception as exc:  # surfaced as an event; the caller decides what to show
-                from onevalet_site.errors import ws_error_event
-
+                if not isinstance(exc, OneValetError):
+                    logger.exception("run failed unexpectedly")
                 body = ws_error_event(exc)
                 await queue.put(ErrorEvent(code=body["code"], message=body["message"]))
             finally:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from notifications.selectors import notification_list, notification_unread_count
+from onevalet_site.errors import NotFound
 from orchestrator import selectors
 
 CONVERSATIONS_SHOWN = 50
@@ -24,7 +25,10 @@ NOTIFICATIONS_SHOWN = 5
 def chat_page(request: HttpRequest) -> HttpResponse:
     owner_id = request.user.pk
     selected = request.GET.get("c")
-    conversation = selectors.conversation_get(owner_id=owner_id, conversation_id=selected) if selected else None
+    try:
+        conversation = selectors.conversation_get(owner_id=owner_id, conversation_id=selected) if selected else None
+    except NotFound as exc:
+        raise Http404(exc.message) from None
     messages: list[Any] = []
     if conversation is not None:
         rows = selectors.message_list(owner_id=owner_id, conversation_id=conversation.id)

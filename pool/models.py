@@ -25,6 +25,8 @@ class AgentPoolEntry(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pool_entries")
     agent_type = models.CharField(max_length=100, db_index=True)
     status = models.CharField(max_length=32, choices=Status.choices, db_index=True)
+    # The agent's own status (input or approval), kept while ``status`` says RUNNING during a claim.
+    agent_status = models.CharField(max_length=32, choices=Status.choices[:2])
     schema_version = models.CharField(max_length=64)
     collected_fields = models.JSONField(default=dict, blank=True)
     state = models.JSONField(default=dict, blank=True)  # the agent's own ``self.state``
@@ -50,5 +52,5 @@ class AgentPoolEntry(models.Model):
 
     def snapshot(self) -> dict:
         """The agent's state in the shape ``StandardAgent.restore`` takes."""
-        return {"fields": self.collected_fields, "state": self.state, "status": self.status,
+        return {"fields": self.collected_fields, "state": self.state, "status": self.agent_status,
                 "question": self.question, "errors": self.errors, "task_instruction": self.task_instruction}

@@ -141,6 +141,7 @@ def pool_expiry_schedule_sync() -> None:
 
 
 def _snapshot_columns(snapshot: dict[str, Any]) -> dict[str, Any]:
-    return {"status": snapshot["status"], "collected_fields": snapshot.get("fields") or {},
+    return {"status": snapshot["status"], "agent_status": snapshot["status"],
+            "collected_fields": snapshot.get("fields") or {},
             "state": snapshot.get("state") or {}, "errors": snapshot.get("errors") or {},
             "question": snapshot.get("question") or "", "task_instruction": snapshot.get("task_instruction") or ""}

@@ -170,6 +170,7 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
+    request_queue_size = 1024  # benchmarks open hundreds of connections at once
     owner: ScriptedLLMServer
 
     def server_bind(self) -> None:

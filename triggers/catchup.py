@@ -60,7 +60,7 @@ def catch_up(*, now: datetime | None = None, grace: timedelta = GRACE) -> CatchU
 
 @transaction.atomic
 def _apply_policy(task: TriggerTask, slot: datetime, now: datetime, report: CatchUpReport) -> None:
-    task = TriggerTask.objects.select_for_update().select_related("periodic_task").get(pk=task.pk)
+    task = TriggerTask.objects.select_for_update(of=("self",)).select_related("periodic_task").get(pk=task.pk)
     schedules.mark_beat_ran(task, now)  # beat must not fire the overdue slot on its own
     policy = task.missed_run_policy
     if policy == TriggerTask.MissedRunPolicy.RUN_ONCE:

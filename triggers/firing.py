@@ -135,7 +135,7 @@ def trigger_fire(request: FireRequest) -> FireOutcome:
 @transaction.atomic
 def _finish(task: TriggerTask, run: TriggerRun, result: ActionResult, *, late: bool) -> None:
     """Record the outcome, move the task's status, notify — one transaction."""
-    task = TriggerTask.objects.select_for_update().select_related("periodic_task").get(pk=task.pk)
+    task = TriggerTask.objects.select_for_update(of=("self",)).select_related("periodic_task").get(pk=task.pk)
     run.status, run.finished_at = result.status, timezone.now()
     run.result, run.error = result.output, result.error[:5000]
     run.loop_run_id = result.loop_run_id
@@ -206,7 +206,7 @@ def condition_poll(task_id: int) -> FireRequest | None:
         return None
     now = timezone.now()
     with transaction.atomic():
-        task = TriggerTask.objects.select_for_update().get(pk=task.pk)
+        task = TriggerTask.objects.select_for_update(of=("self",)).get(pk=task.pk)
         cooled = task.last_fired_at is None or now - task.last_fired_at >= timedelta(seconds=task.cooldown_seconds)
         fire = bool(state) and not task.last_state and cooled
         task.last_state, task.last_value = bool(state), _json_safe(value)

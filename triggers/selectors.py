@@ -21,7 +21,7 @@ def trigger_task_get(*, owner_id: int, task_id: int, for_update: bool = False) -
     """The owner's task; another user's task looks exactly like a missing one."""
     queryset = TriggerTask.objects.filter(owner_id=owner_id)
     if for_update:
-        queryset = queryset.select_for_update()
+        queryset = queryset.select_for_update(of=("self",))
     try:
         return queryset.select_related("periodic_task").get(pk=task_id)
     except (TriggerTask.DoesNotExist, ValueError, TypeError):

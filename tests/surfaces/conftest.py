@@ -86,3 +86,16 @@ def connect() -> Any:
         return connected, subprotocol, socket
 
     return factory
+
+
+@pytest.fixture(scope="session")
+def live(llm_server_session: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real daphne for the session, with two users: ``live.tokens["alice"|"bob"]``."""
+    from tests.surfaces.live import LiveServer, live_server_env
+
+    workdir = tmp_path_factory.mktemp("daphne")
+    server = LiveServer(workdir=workdir, env=live_server_env(workdir, llm_server_session.env))
+    server.start()
+    server.tokens = server.create_users("alice", "bob")
+    yield server
+    server.stop()
