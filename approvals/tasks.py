@@ -7,7 +7,6 @@ for irreversible actions) and the expiry is periodic, so the next beat retries i
 from __future__ import annotations
 
 import logging
-
 from typing import TYPE_CHECKING
 
 from asgiref.sync import async_to_sync
@@ -21,23 +20,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("onevalet.approvals")
 
 
-def for_this_loop(shared: Orchestrator) -> Orchestrator:
-    """The process-wide orchestrator with an LLM client of its own.
-
-    The SDK's connection pool belongs to the event loop that first used it, and every task
-    run (``async_to_sync``) has a new loop; sharing the client would fail with "Event loop
-    is closed" on the second task of a worker.
-    """
-    from orchestrator.llm import LLMClient
-    from orchestrator.orchestrator import Orchestrator
-
-    old = shared.llm
-    llm = LLMClient(api_key=old.client.api_key if old.configured else "", base_url=str(old.client.base_url),
-                    model=old.model, timeout=old.client.timeout, max_output_tokens=old.max_output_tokens)
-    return Orchestrator(llm=llm, tools=shared.tools, config=shared.config, system_prompt=shared.system_prompt,
-                        credentials=shared.credentials)
-
-
 @shared_task(name="approvals.tasks.execute_approved_action", ignore_result=True)
 def execute_approved_action(request_id: str) -> str | None:
     """Run a decided request (approve, edit or cancel), then continue its conversation when
@@ -45,7 +27,7 @@ def execute_approved_action(request_id: str) -> str | None:
     """
     from orchestrator.orchestrator import get_orchestrator
 
-    return async_to_sync(_execute_and_continue)(request_id, for_this_loop(get_orchestrator()))
+    return async_to_sync(_execute_and_continue)(request_id, get_orchestrator())
 
 
 async def _execute_and_continue(request_id: str, orchestrator: Orchestrator) -> str | None:
@@ -96,6 +78,6 @@ def continue_batch(run_id: str) -> bool:
     from approvals.flowback import continue_after_approvals
     from orchestrator.orchestrator import get_orchestrator
 
-    outcome = async_to_sync(continue_after_approvals)(run_id=run_id, orchestrator=for_this_loop(get_orchestrator()))
+    outcome = async_to_sync(continue_after_approvals)(run_id=run_id, orchestrator=get_orchestrator())
     return outcome is not None
 

@@ -40,8 +40,10 @@ import json, sys
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 User = get_user_model()
-users = User.objects.bulk_create([User(username=f"load{i}", password="!") for i in range(int(sys.argv[1]))])
-print(json.dumps([Token.objects.create(user=u).key for u in User.objects.filter(username__startswith="load")]))
+import uuid
+run = uuid.uuid4().hex[:6]
+User.objects.bulk_create([User(username=f"load{run}-{i}", password="!") for i in range(int(sys.argv[1]))])
+print(json.dumps([Token.objects.create(user=u).key for u in User.objects.filter(username__startswith=f"load{run}-")]))
 """
 
 
@@ -99,6 +101,7 @@ async def measure(server: LiveServer, tokens: list[str]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=20, help="concurrent websocket users (up to 500)")
+    parser.add_argument("--database-url", default="", help="daphne's DB (default: a fresh SQLite file)")
     parser.add_argument("--timeout", type=float, default=300, help="give up after this many seconds")
     args = parser.parse_args()
     if not 1 <= args.users <= 500:
@@ -110,7 +113,8 @@ def main() -> None:
     llm = ScriptedLLMServer().start()
     llm.responder, llm.record = answer, False
     with tempfile.TemporaryDirectory(prefix="ws-load-") as tmp:
-        server = LiveServer(workdir=Path(tmp), env=live_server_env(Path(tmp), llm.env))
+        extra = {"DATABASE_URL": args.database_url} if args.database_url else {}
+        server = LiveServer(workdir=Path(tmp), env=live_server_env(Path(tmp), llm.env, **extra))
         try:
             server.start()
             tokens = json.loads(server.manage("shell", "-c", f"import sys; sys.argv=['x', '{args.users}']\n"

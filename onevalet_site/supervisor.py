@@ -322,6 +322,8 @@ class Supervisor:
             process = subprocess.Popen(spec.argv(self.options), env=env, cwd=cwd, start_new_session=True)
             self.children.append(Child(spec, process))
             if spec.ready is not None and not self.wait_until(lambda: spec.ready(self.options), ready_timeout):
+                if self.stop_signal is not None:
+                    return None
                 return self.exited_child() or self.children[-1]
         return self.exited_child()
 

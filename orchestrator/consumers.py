@@ -51,7 +51,7 @@ async def run_detached(*, user_id: int, content: str, conversation_id: str, sour
     except Exception as exc:
         if not isinstance(exc, OneValetError):
             logger.exception("run for user %s in conversation %s failed", user_id, conversation_id)
-        await event_store.sink_for(user_id, conversation_id)(_ErrorAsEvent(exc))
+        await sink(_ErrorAsEvent(exc))
 
 
 def start_detached_run(**kwargs: Any) -> asyncio.Task:

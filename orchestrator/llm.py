@@ -13,7 +13,9 @@ Retries are not the SDK's (``max_retries=0``): the loop's strategy table in
 
 from __future__ import annotations
 
+import asyncio
 import json
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -58,12 +60,30 @@ class LLMClient:
     def __init__(self, *, api_key: str, base_url: str | None, model: str, timeout: float = 60.0,
                  max_output_tokens: int | None = None, client: AsyncOpenAI | None = None) -> None:
         self.model = model
+        self.api_key = api_key
+        self.base_url = base_url
+        self.timeout = timeout
         self.max_output_tokens = max_output_tokens
-        self.client = client or AsyncOpenAI(api_key=api_key or "missing", base_url=base_url,
-                                            timeout=timeout, max_retries=0)
         self.configured = bool(api_key)
         self.encoder = MessageEncoder()
         self._tools_cache: tuple[int, list[dict[str, Any]] | None, bytes] = (0, None, b"")
+        self._fixed_client = client
+        # The SDK's connection pool belongs to the event loop that opened it. A Celery task
+        # or a management command starts a new loop per call, so the process-wide client
+        # keeps one SDK client per loop instead of failing with "Event loop is closed".
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = weakref.WeakKeyDictionary()
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        if self._fixed_client is not None:
+            return self._fixed_client
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = AsyncOpenAI(api_key=self.api_key or "missing", base_url=self.base_url, timeout=self.timeout,
+                                 max_retries=0)
+            self._clients[loop] = client
+        return client
 
     @classmethod
     def from_settings(cls, *, max_output_tokens: int | None = None) -> LLMClient:

@@ -116,7 +116,7 @@ class Orchestrator:
         context = ToolExecutionContext(tenant_id=user_id, conversation_id=start.conversation_id, run_id=start.run_id,
                                        timezone=start.timezone, source=source, credentials=self.credentials,
                                        extra={"thread_pool_size": self.config.tool_thread_pool_size,
-                                              "loop_config": self.config})
+                                              "loop_config": self.config, "llm": self.llm})
         return PreparedRun(user_id=user_id, conversation_id=start.conversation_id, run_id=start.run_id,
                            source=source, messages=messages, tool_context=context)
 

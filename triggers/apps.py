@@ -1,4 +1,11 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _sync_schedule(**_: object) -> None:
+    from triggers.schedules import reaper_schedule_sync
+
+    reaper_schedule_sync()
 
 
 class TriggersConfig(AppConfig):
@@ -8,3 +15,6 @@ class TriggersConfig(AppConfig):
     def ready(self) -> None:
         # Connects ``stamp_fired_at`` in every process that publishes fire_trigger (beat too).
         from triggers import tasks  # noqa: F401
+
+        # After every migrate: the stale-run reaper's beat schedule exists (this system task only, by name).
+        post_migrate.connect(_sync_schedule, sender=self, dispatch_uid="triggers.sync_reaper_schedule")

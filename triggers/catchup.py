@@ -10,7 +10,9 @@ schedule task whose last due time passed unrun, ``missed_run_policy`` says:
 * ``ask`` — record it skipped and ask the user whether to run it now.
 
 Runs left ``running`` by a worker that died with its whole process are re-queued too; the
-run-key claim lets exactly one delivery take them over.
+run-key claim lets exactly one delivery take them over. Beat also does that part every
+minute (``requeue_stale_runs`` via ``reap_stale_runs``), so a worker killed while the server
+keeps running does not wait for a restart.
 """
 
 from __future__ import annotations
@@ -51,11 +53,27 @@ def catch_up(*, now: datetime | None = None, grace: timedelta = GRACE) -> CatchU
         if slot is None or TriggerRun.objects.filter(task=task, run_key=schedules.slot_key(slot)).exists():
             continue
         _apply_policy(task, slot, now, report)
+    report.recovered_runs = requeue_stale_runs()
+    return report
+
+
+def requeue_stale_runs() -> list[int]:
+    """Queue a new delivery of every run whose worker stopped beating; the ids re-queued.
+
+    A worker killed with its whole process group cannot reject its message, and Redis only
+    redelivers an unacknowledged one after the broker's ``visibility_timeout`` (an hour), so
+    this is what recovers such runs: at start-up (``catch_up``) and every minute from beat
+    (``triggers.tasks.reap_stale_runs``). Queuing twice is harmless — the first delivery
+    takes the run over and the next finds its heartbeat fresh (or the run finished).
+    """
+    recovered = []
     for run in stale_runs():
         enqueue_fire(FireRequest(task_id=run.task_id, run_key=run.run_key, scheduled_for=run.scheduled_for,
                                  trigger_type=run.trigger_type, payload=run.payload, late=run.late))
-        report.recovered_runs.append(run.pk)
-    return report
+        recovered.append(run.pk)
+    if recovered:
+        logger.warning("re-queued %d trigger run(s) whose worker stopped: %s", len(recovered), recovered)
+    return recovered
 
 
 @transaction.atomic

@@ -114,8 +114,11 @@ class OrchestratorExecutor(ActionExecutor):
         from triggers.services import trigger_task_conversation
 
         conversation_id = trigger_task_conversation(task=context.task)
+        # Each firing runs in a new event loop (async_to_sync in a worker); the LLM client
+        # keeps one SDK client per loop, so the process-wide orchestrator is safe to reuse.
+        orchestrator = get_orchestrator()
         try:
-            outcome = async_to_sync(get_orchestrator().handle_message)(
+            outcome = async_to_sync(orchestrator.handle_message)(
                 user_id=context.task.owner_id, content=build_message(context),
                 conversation_id=conversation_id, source="trigger")
         except OneValetError as exc:

@@ -80,8 +80,9 @@ def _claim(request: FireRequest, task: TriggerTask) -> tuple[FireOutcome, Trigge
         worker=worker_name(), heartbeat_at=now, started_at=now, attempts=run.attempts + 1)
     if not taken:
         return FireOutcome.DUPLICATE, None
+    dead_worker = run.worker
     run.refresh_from_db()
-    logger.warning("trigger run %s: previous worker %s died, running it again", run.pk, run.worker)
+    logger.warning("trigger run %s: previous worker %s died, running it again", run.pk, dead_worker)
     return FireOutcome.DONE, run
 
 

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 FIRE_TASK = "triggers.tasks.fire_trigger"
 CHECK_TASK = "triggers.tasks.check_condition"
+# The one system task of the app: re-queue runs whose worker died (see ``reaper_schedule_sync``).
+REAPER_TASK_NAME = "triggers: re-queue interrupted runs"
+REAPER_TASK = "triggers.tasks.reap_stale_runs"
+REAPER_EVERY_SECONDS = 60
 # How far back the current slot of a crontab is searched; a firing later than this after its
 # due time (beat down for a day) is found by the catch-up command instead.
 SLOT_LOOKBACK = timedelta(days=2)
@@ -130,6 +134,24 @@ def mark_beat_ran(task: TriggerTask, when: datetime) -> None:
         if periodic.one_off:
             periodic.enabled = False
         periodic.save()
+
+
+def reaper_schedule_sync() -> None:
+    """Create or repair the beat schedule of ``reap_stale_runs`` — this one system task, by name.
+
+    Users' trigger rows are never touched; an operator who disabled the task keeps it
+    disabled, and an operator's other interval is replaced only when the task name is wrong
+    or it has no interval at all (the admin may tune how often it runs).
+    """
+    interval, _ = IntervalSchedule.objects.get_or_create(every=REAPER_EVERY_SECONDS, period=IntervalSchedule.SECONDS)
+    periodic, created = PeriodicTask.objects.get_or_create(
+        name=REAPER_TASK_NAME, defaults={"task": REAPER_TASK, "interval": interval, "enabled": True,
+                                         "description": "Re-queues trigger runs whose worker stopped beating."})
+    if not created and (periodic.task != REAPER_TASK or periodic.interval_id is None):
+        periodic.task, periodic.interval = REAPER_TASK, interval
+        periodic.crontab = periodic.solar = periodic.clocked = None
+        periodic.one_off = False
+        periodic.save()  # model save: beat's change tracking sees it
 
 
 # --- schedule arithmetic -------------------------------------------------------------------

@@ -52,6 +52,18 @@ def fire_trigger(self: Any, task_id: int, scheduled_for: str | None = None, run_
     return outcome.value
 
 
+@shared_task(name="triggers.tasks.reap_stale_runs", ignore_result=True)
+def reap_stale_runs() -> int:
+    """Periodic (beat, ``schedules.reaper_schedule_sync``): re-queue runs of dead workers.
+
+    Without it a run whose worker was killed with its process group would stay ``running``
+    until the next start-up catch-up or the broker's hour-long visibility timeout.
+    """
+    from triggers.catchup import requeue_stale_runs
+
+    return len(requeue_stale_runs())
+
+
 @shared_task(name="triggers.tasks.check_condition")
 def check_condition(task_id: int) -> bool:
     """Poll one condition trigger (its interval ``PeriodicTask`` calls this)."""

@@ -13,7 +13,6 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 
 from approvals import services
-from approvals.tasks import for_this_loop
 from approvals.models import ApprovalDecisionAttempt, ApprovalRequest
 from notifications.models import Notification
 from orchestrator.models import LoopRun, Message
@@ -30,8 +29,8 @@ BOB = {"recipient": "bob@example.com", "subject": "Report", "body": "The report 
 
 
 def ask(orch: Any, user: Any, content: str, conversation: str | None = None, source: str = "web") -> Any:
-    """One message, in its own event loop (hence its own LLM client, as the Celery tasks do)."""
-    return async_to_sync(for_this_loop(orch).handle_message)(user_id=user.pk, content=content, conversation_id=conversation,
+    """One message, in its own event loop, as the Celery tasks do (the LLM client is per loop)."""
+    return async_to_sync(orch.handle_message)(user_id=user.pk, content=content, conversation_id=conversation,
                                               source=source)
 
 

@@ -54,13 +54,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``predicate`` with a growing delay until it holds; fail after ``timeout`` seconds."""
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
+             detail: Callable[[], str] = lambda: "") -> None:
+    """Poll ``predicate`` with a growing delay until it holds; fail after ``timeout`` seconds,
+    adding ``detail()`` (e.g. the tail of a server log) to the failure message."""
     deadline = time.monotonic() + timeout
     delay = 0.05
     while not predicate():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}\n{detail()}")
         time.sleep(delay)
         delay = min(delay * 1.5, 1.0)
 

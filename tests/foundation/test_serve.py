@@ -75,7 +75,7 @@ def serve(var_dir: Path, urls: dict[str, str]) -> Iterator[RunningServe]:
     groups: set[int] = set()
     try:
         wait_for(lambda: process.poll() is not None or running.status("/admin/login/") == 200,
-                 START_TIMEOUT, "the admin login page")
+                 START_TIMEOUT, "the admin login page", detail=lambda: running.output()[-4000:])
         assert process.poll() is None, running.output()
         groups = set(running.children().values())
         yield running
@@ -103,7 +103,8 @@ def test_serve_runs_every_process_and_ctrl_c_stops_them_all(var_dir: Path, serve
         assert expected <= children.keys(), running.output()
         assert running.status("/static/admin/css/base.css") == 200  # whitenoise, through daphne
         node = f"onevalet-{running.process.pid}@{socket.gethostname()}"
-        wait_for(lambda: worker_answers(running.env, node), 120, f"celery worker {node} to answer ping")
+        wait_for(lambda: worker_answers(running.env, node), 120, f"celery worker {node} to answer ping",
+                 detail=lambda: running.output()[-4000:])
         assert running.process.poll() is None and running.children().keys() == children.keys()
         groups = {role: process_group_members(pid) for role, pid in children.items()}
         assert len(groups["worker"]) >= 3, groups  # the worker and its two prefork children

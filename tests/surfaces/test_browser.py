@@ -18,8 +18,9 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 def test_login_send_and_watch_the_answer_stream(live: Any, llm_server: Any) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    answer = "The weather in Lisbon is sunny with a light breeze from the sea."
-    llm_server.script(tool_calls(("get_weather", {"city": "Lisbon"})), text(answer, chunk_delay=0.02))
+    answer = "The weather in Lisbon is sunny with a light breeze from the sea. " * 4
+    answer = answer.strip()  # ~50 chunks, 40 ms apart: long enough to watch it stream
+    llm_server.script(tool_calls(("get_weather", {"city": "Lisbon"})), text(answer, chunk_delay=0.04))
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page()
