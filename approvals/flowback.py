@@ -20,6 +20,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from approvals import services
+from approvals.signals import batch_resolved
 from approvals.execution import ExecutedAction, as_action
 from approvals.models import ApprovalRequest
 from orchestrator.events import EventSink, ExecutionEnd
@@ -67,7 +68,11 @@ async def continue_after_approvals(*, run_id: Any, orchestrator: Orchestrator,
     the user was told by the expiry notification and the LLM has nothing new to read.
     """
     requests = await sync_to_async(services.approval_flowback_claim)(run_id=run_id)
-    if not requests or all(r.outcome == ApprovalRequest.Outcome.EXPIRED for r in requests):
+    if not requests:
+        return None
+    if all(r.outcome == ApprovalRequest.Outcome.EXPIRED for r in requests):
+        await sync_to_async(batch_resolved.send)(sender=ApprovalRequest, run_id=str(run_id), status="expired",
+                                                 response="", continuation_run_id=None)
         return None
     first = requests[0]
     owner_id, conversation_id = first.owner_id, str(first.conversation_id)
@@ -79,6 +84,9 @@ async def continue_after_approvals(*, run_id: Any, orchestrator: Orchestrator,
                                       [as_action(r) for r in requests], emit)
     await sync_to_async(_notify_done)(owner_id=owner_id, conversation_id=conversation_id, outcome=outcome,
                                       requests=requests)
+    await sync_to_async(batch_resolved.send)(sender=ApprovalRequest, run_id=str(run_id),
+                                             status=str(outcome.result.status), response=outcome.result.response,
+                                             continuation_run_id=outcome.run_id)
     return outcome
 
 

@@ -229,7 +229,9 @@ def measure(args: argparse.Namespace, stack: ExitStack, backend: str, broker: st
 
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
     env.update({"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING"})
-    processes = Processes(env, var_dir)
+    log_dir = Path(args.log_dir).resolve() if args.log_dir else var_dir
+    log_dir.mkdir(parents=True, exist_ok=True)
+    processes = Processes(env, log_dir)
     stack.callback(processes.stop)
 
     llm = processes.start("llm", [sys.executable, str(ROOT / "bench" / "llm_server_proc.py")],
@@ -330,6 +332,8 @@ def main() -> int:
                         help="seconds from the start of task creation to the due time (default 20 + n/20)")
     parser.add_argument("--timeout", type=float, default=900, help="bound on the firing phase, seconds")
     parser.add_argument("--settle", type=float, default=5, help="seconds to wait for stragglers before counting")
+    parser.add_argument("--log-dir", default=None,
+                        help="keep the processes' logs here (default: the temporary var dir, removed at exit)")
     args = parser.parse_args()
     with ExitStack() as stack:
         try:

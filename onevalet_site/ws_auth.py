@@ -9,6 +9,7 @@ from __future__ import annotations
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
+from channels.security.websocket import OriginValidator
 
 TOKEN_PREFIX = "token."
 
@@ -40,3 +41,23 @@ class TokenAuthMiddleware(BaseMiddleware):
 
 def TokenOrSessionAuthMiddlewareStack(inner):  # noqa: N802 - mirrors Channels' naming
     return AuthMiddlewareStack(TokenAuthMiddleware(inner))
+
+
+class BrowserOriginValidator(OriginValidator):
+    """Refuse cross-origin sockets from browsers; let native clients without ``Origin`` in.
+
+    Cross-site websocket hijacking needs a victim's browser, and browsers always send
+    ``Origin``; native mobile clients usually send none and authenticate with a token, so a
+    missing header is not a reason to refuse them.
+    """
+
+    def valid_origin(self, parsed_origin) -> bool:  # noqa: ANN001 - Channels' signature
+        if parsed_origin is None:
+            return True
+        return self.validate_origin(parsed_origin)
+
+
+def allowed_hosts_origin_validator(application):  # noqa: ANN001, ANN201
+    from django.conf import settings
+
+    return BrowserOriginValidator(application, settings.ALLOWED_HOSTS)

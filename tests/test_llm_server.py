@@ -203,18 +203,17 @@ def test_default_base_url_is_unreachable_without_llm_server(settings: Any) -> No
     assert settings.OPENAI_BASE_URL == "http://127.0.0.1:9/v1"
 
 
-async def test_zero_latency_is_fast_and_reuses_connections(llm_server: ScriptedLLMServer,
-                                                           client: openai.AsyncOpenAI) -> None:
+async def test_zero_latency_reuses_connections(llm_server: ScriptedLLMServer, client: openai.AsyncOpenAI) -> None:
+    """Keep-alive works, so benchmarks measure requests, not TCP handshakes (speed itself is
+    measured in bench/, never asserted here)."""
     n = 200
     llm_server.script(*(text("ok", usage=(1, 1)) for _ in range(n)))
     await client.chat.completions.create(model="m", messages=MESSAGES)  # warm the connection
     opened = llm_server.connections_opened
-    start = time.monotonic()
     for _ in range(n - 1):
         await client.chat.completions.create(model="m", messages=MESSAGES)
-    elapsed = time.monotonic() - start
     assert llm_server.connections_opened == opened  # keep-alive: no new connection
-    assert elapsed < 3.0, f"{n} requests took {elapsed:.2f}s"
+    assert llm_server.remaining == 0
 
 
 def test_guard_refuses_non_loopback_socket(network_guard: Any) -> None:

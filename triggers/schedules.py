@@ -63,8 +63,23 @@ def periodic_task_name(task: TriggerTask) -> str:
     return f"trigger:{task.pk}"
 
 
-def _schedule_fields(task: TriggerTask, existing: PeriodicTask | None) -> dict[str, Any]:
-    """The schedule FKs for the task's kind; a one-time task owns its ``ClockedSchedule``."""
+def _clocked_for(run_at: datetime) -> ClockedSchedule:
+    """The ``ClockedSchedule`` one-time tasks due at ``run_at`` share, rounded up to the second.
+
+    Shared, not one per task: beat loads its enabled tasks with ``prefetch_related("clocked")``,
+    which on SQLite (Django 5.2) becomes one ``id = 1 OR id = 2 OR ...`` expression, and a
+    thousand distinct clocked rows due in beat's five-minute window exceed SQLite's
+    expression depth — beat then crashes and nothing fires. Whole seconds bound the rows in
+    that window to about 300 whatever the load; rounding up never fires early, and the run
+    key still comes from the task's exact ``run_at``.
+    """
+    instant = run_at if run_at.microsecond == 0 else run_at.replace(microsecond=0) + timedelta(seconds=1)
+    clocked = ClockedSchedule.objects.filter(clocked_time=instant).order_by("pk").first()
+    return clocked or ClockedSchedule.objects.create(clocked_time=instant)
+
+
+def _schedule_fields(task: TriggerTask) -> dict[str, Any]:
+    """The schedule FKs for the task's kind (one-time tasks share a ``ClockedSchedule`` per instant)."""
     fields: dict[str, Any] = {"interval": None, "crontab": None, "clocked": None, "solar": None, "one_off": False}
     if task.kind == task.Kind.CRON:
         fields["crontab"], _ = CrontabSchedule.objects.get_or_create(
@@ -73,13 +88,13 @@ def _schedule_fields(task: TriggerTask, existing: PeriodicTask | None) -> dict[s
         fields["interval"], _ = IntervalSchedule.objects.get_or_create(
             every=task.interval_seconds, period=IntervalSchedule.SECONDS)
     elif task.kind == task.Kind.ONE_TIME:
-        clocked = existing.clocked if existing is not None and existing.clocked_id else None
-        if clocked is None:
-            clocked = ClockedSchedule(clocked_time=task.run_at)
-        clocked.clocked_time = task.run_at
-        clocked.save()
-        fields["clocked"], fields["one_off"] = clocked, True
+        fields["clocked"], fields["one_off"] = _clocked_for(task.run_at), True
     return fields
+
+
+def _delete_clocked_if_unused(clocked_id: int | None) -> None:
+    if clocked_id is not None and not PeriodicTask.objects.filter(clocked_id=clocked_id).exists():
+        ClockedSchedule.objects.filter(pk=clocked_id).delete()
 
 
 def sync_periodic_task(task: TriggerTask) -> PeriodicTask | None:
@@ -91,9 +106,10 @@ def sync_periodic_task(task: TriggerTask) -> PeriodicTask | None:
         delete_periodic_task(task)
         return None
     periodic = task.periodic_task
-    fields = _schedule_fields(task, periodic)
+    fields = _schedule_fields(task)
     if periodic is None:
         periodic = PeriodicTask(name=periodic_task_name(task))
+    previous_clocked_id = periodic.clocked_id
     for key, value in fields.items():
         setattr(periodic, key, value)
     periodic.task = CHECK_TASK if task.kind == task.Kind.CONDITION else FIRE_TASK
@@ -101,6 +117,8 @@ def sync_periodic_task(task: TriggerTask) -> PeriodicTask | None:
     periodic.enabled = task.status == task.Status.ACTIVE
     periodic.description = f"OneValet trigger {task.pk} of user {task.owner_id}: {task.name}"[:500]
     periodic.save()  # model save: beat's change tracking sees it
+    if previous_clocked_id != periodic.clocked_id:
+        _delete_clocked_if_unused(previous_clocked_id)  # a rescheduled one-time task left it
     if task.periodic_task_id != periodic.pk:
         task.periodic_task = periodic
         task.save(update_fields=["periodic_task", "updated_at"])
@@ -118,12 +136,11 @@ def delete_periodic_task(task: TriggerTask) -> None:
     periodic = task.periodic_task
     if periodic is None:
         return
-    clocked = periodic.clocked
+    clocked_id = periodic.clocked_id
     task.periodic_task = None
     task.save(update_fields=["periodic_task", "updated_at"])
     periodic.delete()
-    if clocked is not None and not PeriodicTask.objects.filter(clocked=clocked).exists():
-        clocked.delete()
+    _delete_clocked_if_unused(clocked_id)
 
 
 def mark_beat_ran(task: TriggerTask, when: datetime) -> None:

@@ -55,6 +55,16 @@ async def test_cross_origin_socket_is_refused(connect: Any, token: str) -> None:
     assert connected
 
 
+async def test_native_client_without_origin_authenticates_with_its_token(connect: Any, token: str) -> None:
+    """Mobile websocket clients send no Origin header; browsers always do."""
+    connected, _, ws = await connect(token=token, origin=None)
+    assert connected
+    await ws.send({"type": "ping"})
+    assert (await ws.receive())["type"] == "pong"
+    connected, _, ws = await connect(token=None, origin=None)
+    assert await ws.communicator.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
+
+
 @pytest.mark.parametrize("frame, code", [
     ("not json", "not_json"),
     ("[1, 2]", "not_object"),

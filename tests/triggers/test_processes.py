@@ -223,3 +223,23 @@ def test_orchestrator_firings_in_one_process_each_get_a_working_client(user: Any
         assert fire_trigger.apply(kwargs={"task_id": task.pk, "scheduled_for": slot}).get() == "done"
     assert sorted(TriggerRun.objects.filter(task=task).values_list("status", "result")) == [
         ("completed", "first"), ("completed", "second")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_time_tasks_share_a_clocked_schedule_per_second(user: Any) -> None:
+    """Beat's prefetch of a thousand distinct clocked rows crashed it on SQLite: rows are shared per second."""
+    from django_celery_beat.models import ClockedSchedule
+
+    due = timezone.now().replace(microsecond=0) + timedelta(minutes=5)
+    tasks = [services.trigger_task_create(owner_id=user.pk, name=f"r{i}", kind="one_time", executor="notify",
+                                          action={"message": "m"}, run_at=due + timedelta(milliseconds=i + 1))
+             for i in range(3)]
+    clocked_ids = {PeriodicTask.objects.get(pk=task.periodic_task_id).clocked_id for task in tasks}
+    assert len(clocked_ids) == 1 and ClockedSchedule.objects.get().clocked_time == due + timedelta(seconds=1)
+    assert TriggerTask.objects.get(pk=tasks[1].pk).run_at == due + timedelta(milliseconds=2)  # run key: exact
+
+    services.trigger_task_update(owner_id=user.pk, task_id=tasks[0].pk, run_at=due + timedelta(hours=1))
+    assert ClockedSchedule.objects.count() == 2  # the others still use the first instant's row
+    for task in tasks:
+        services.trigger_task_delete(owner_id=user.pk, task_id=task.pk)
+    assert not ClockedSchedule.objects.exists()
