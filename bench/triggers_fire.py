@@ -243,7 +243,7 @@ def measure(args: argparse.Namespace, stack: ExitStack, backend: str, broker: st
                 "ONEVALET_MODEL": "scripted-model"})
 
     user = make_user(display_name="Bench")
-    lead = timedelta(seconds=args.lead if args.lead is not None else 20 + args.n * 0.05)
+    lead = timedelta(seconds=args.lead if args.lead is not None else 10 + args.n * 0.02)
     due = timezone.now().replace(microsecond=0) + lead
     for index in range(args.n):
         services.trigger_task_create(owner_id=user.pk, name=f"bench {index}", kind="one_time", run_at=due,
@@ -329,7 +329,7 @@ def main() -> int:
     parser.add_argument("--via", choices=("beat", "broker"), default="beat",
                         help="beat fires the PeriodicTasks (default) or this script publishes fire_trigger")
     parser.add_argument("--lead", type=float, default=None,
-                        help="seconds from the start of task creation to the due time (default 20 + n/20)")
+                        help="seconds from the start of task creation to the due time (default 10 + n/50)")
     parser.add_argument("--timeout", type=float, default=900, help="bound on the firing phase, seconds")
     parser.add_argument("--settle", type=float, default=5, help="seconds to wait for stragglers before counting")
     parser.add_argument("--log-dir", default=None,

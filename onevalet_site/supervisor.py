@@ -55,6 +55,7 @@ class ServeOptions:
 class ProcessSpec:
     """One supervised child: its name (used in messages) and how to build its argv.
 
+    ``before`` runs in the supervisor just before the row starts (beat's missed-run pass).
     ``enabled`` decides per start whether the row runs at all; ``ready`` is a probe awaited
     before the next row starts, for rows the later ones depend on (the embedded Redis).
     Rows with a probe are also stopped last.
@@ -64,6 +65,7 @@ class ProcessSpec:
     argv: Callable[[ServeOptions], list[str]]
     enabled: Callable[[ServeOptions], bool] = lambda options: True
     ready: Callable[[ServeOptions], bool] | None = None
+    before: Callable[[ServeOptions], None] | None = None
 
 
 def _celery(options: ServeOptions, *args: str) -> list[str]:
@@ -95,8 +97,17 @@ PROCESSES: list[ProcessSpec] = [
     ProcessSpec(
         "celery-beat",
         lambda o: _celery(o, "beat", "--loglevel", "INFO", "-S", "django_celery_beat.schedulers:DatabaseScheduler"),
+        # Firings missed while OneValet was down get their policy (run once / skip / ask)
+        # before beat starts; otherwise beat would fire overdue slots on its own.
+        before=lambda o: _catch_up_triggers(),
     ),
 ]
+
+
+def _catch_up_triggers() -> None:
+    from django.core.management import call_command
+
+    call_command("catch_up_triggers", verbosity=1)
 
 
 # --- Preflight ---------------------------------------------------------------------------
@@ -319,6 +330,8 @@ class Supervisor:
                 return None
             if not spec.enabled(self.options):
                 continue
+            if spec.before is not None:
+                spec.before(self.options)
             process = subprocess.Popen(spec.argv(self.options), env=env, cwd=cwd, start_new_session=True)
             self.children.append(Child(spec, process))
             if spec.ready is not None and not self.wait_until(lambda: spec.ready(self.options), ready_timeout):
