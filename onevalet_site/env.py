@@ -96,7 +96,8 @@ def database_from_url(url: str, *, variable: str = "DATABASE_URL") -> dict:
     if engine == "django.db.backends.sqlite3":
         if not config["NAME"]:
             raise ConfigError(variable, "a SQLite URL needs a file path, e.g. sqlite:///var/onevalet.db")
-        config["CONN_MAX_AGE"] = 0
+        # Opening a SQLite connection costs more than most queries; keep them for the thread's life.
+        config["CONN_MAX_AGE"] = None
         # WAL + IMMEDIATE transactions let daphne, the worker and beat share one file without
         # "database is locked" on lock upgrades.
         config["OPTIONS"] = {

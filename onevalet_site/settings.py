@@ -241,6 +241,8 @@ except json.JSONDecodeError as exc:
     raise ConfigError("ONEVALET_LOOP", f"not valid JSON ({exc.msg})") from None
 if not isinstance(ONEVALET_LOOP, dict):
     raise ConfigError("ONEVALET_LOOP", "must be a JSON object of ReactLoopConfig fields")
+# Token deltas published within this many milliseconds reach sockets as one event (0: every delta).
+ONEVALET_CHUNK_WINDOW_MS = env_int("ONEVALET_CHUNK_WINDOW_MS", 50, minimum=0)
 # Modules whose @tool / @valet definitions are registered at start-up.
 ONEVALET_TOOL_MODULES = env_list("ONEVALET_TOOL_MODULES", ["orchestrator.builtin_tools", "orchestrator.example_agents", "orchestrator.email_agent", "triggers.assistant_tools"])
 

@@ -14,6 +14,8 @@ Runs in daphne, runs in a Celery worker and notifications created in any process
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 import logging
 import re
@@ -150,14 +152,66 @@ async def stream_info(user_id: int) -> StreamInfo:
 def sink_for(user_id: int, conversation_id: str) -> Callable[[LoopEvent], Awaitable[None]]:
     """An ``EventSink`` publishing a run's events, each tagged with its conversation.
 
+    Token deltas are coalesced (see :class:`ChunkCoalescer`): each stored event costs a few
+    Redis round trips per open socket, and a client redraws no faster than a frame anyway.
     A failed publish is logged, not raised: the run and its transcript matter more than the
     live view of it, and a client that missed events reloads the conversation.
     """
 
-    async def sink(event: LoopEvent) -> None:
+    async def publish_one(event: dict[str, Any]) -> None:
         try:
-            await publish(user_id, {**event.as_dict(), "conversation": conversation_id})
+            await publish(user_id, {**event, "conversation": conversation_id})
         except Exception:
-            logger.warning("could not publish %s for user %s", event.type, user_id, exc_info=True)
+            logger.warning("could not publish %s for user %s", event.get("type"), user_id, exc_info=True)
 
-    return sink
+    return ChunkCoalescer(publish_one, window=settings.ONEVALET_CHUNK_WINDOW_MS / 1000)
+
+
+class ChunkCoalescer:
+    """Joins consecutive ``message_chunk`` deltas published within ``window`` seconds.
+
+    Order is kept: any other event first flushes the pending chunk, and one lock serialises
+    publishing, so a timer flush can never overtake the event that follows it.
+    """
+
+    def __init__(self, publish_one: Callable[[dict[str, Any]], Awaitable[None]], window: float) -> None:
+        self._publish = publish_one
+        self._window = window
+        self._pending: dict[str, Any] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._lock = asyncio.Lock()
+
+    async def __call__(self, event: Any) -> None:
+        payload = event.as_dict()
+        async with self._lock:
+            if payload["type"] == "message_chunk" and self._window > 0:
+                pending = self._pending
+                if pending is not None and (pending["run"], pending["turn"]) == (payload["run"], payload["turn"]):
+                    pending["delta"] += payload["delta"]
+                    return
+                await self._flush_locked()
+                self._pending = payload
+                self._timer = asyncio.get_running_loop().call_later(self._window, self._flush_soon)
+                return
+            await self._flush_locked()
+            await self._publish(payload)
+
+    def _flush_soon(self) -> None:
+        task = asyncio.ensure_future(self._flush())
+        _flushes.add(task)
+        task.add_done_callback(_flushes.discard)
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            await self._publish(pending)
+
+
+_flushes: set[asyncio.Future] = set()  # strong references to timer flushes in flight

@@ -22,6 +22,8 @@ from django.conf import settings
 LEASE_SECONDS = 15
 RENEW_EVERY = 5
 POLL_MAX = 0.05
+REDIS_POOL_SIZE = 64
+REDIS_POOL_TIMEOUT = 30
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = weakref.WeakKeyDictionary()
 
@@ -31,7 +33,11 @@ def redis_client() -> aioredis.Redis:
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
-        client = aioredis.Redis.from_url(settings.REDIS_URL)
+        # A blocking pool: under a burst of runs, a command waits for a free connection
+        # instead of failing with "Too many connections" (redis-py's default pool holds 100).
+        pool = aioredis.BlockingConnectionPool.from_url(settings.REDIS_URL, max_connections=REDIS_POOL_SIZE,
+                                                        timeout=REDIS_POOL_TIMEOUT)
+        client = aioredis.Redis(connection_pool=pool)
         _clients[loop] = client
     return client
 

@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from triggers.channels import notify
@@ -97,8 +97,15 @@ class _Heartbeat:
     def _beat(self) -> None:
         try:
             while not self._stop.wait(RUN_LEASE.total_seconds() / 4):
-                TriggerRun.objects.filter(pk=self.run_id, status=TriggerRun.Status.RUNNING).update(
-                    heartbeat_at=timezone.now())
+                try:
+                    TriggerRun.objects.filter(pk=self.run_id, status=TriggerRun.Status.RUNNING).update(
+                        heartbeat_at=timezone.now())
+                except DatabaseError:
+                    # One failed beat ("database is locked", a dropped connection) must not end
+                    # the heartbeat: a silent run looks dead after a lease and the reaper would
+                    # start a second execution of a live one. Reconnect and beat again.
+                    logger.warning("heartbeat of trigger run %s failed; retrying", self.run_id, exc_info=True)
+                    connection.close()
         finally:
             connection.close()
 

@@ -117,6 +117,9 @@ def live_server_env(workdir: Path, llm_env: dict[str, str], **extra: str) -> dic
         "ONEVALET_API_RATE": "100000/minute",
         "ONEVALET_MESSAGE_RATE": "100000/minute",
         "LOG_LEVEL": "WARNING",
+        # Every token delta is its own event here, so the stalled-reader test really has
+        # hundreds of events to miss and replay (coalescing is tested in-process).
+        "ONEVALET_CHUNK_WINDOW_MS": "0",
         "PYTHONPATH": str(ROOT),
     })
     if not settings.EMBEDDED_REDIS:

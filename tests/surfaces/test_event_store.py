@@ -46,3 +46,43 @@ def test_publish_sync_reaches_the_stream(redis_server: str) -> None:
     seq = event_store.publish_sync(900_002, {"type": "notification", "title": "from a worker"})
     events = async_to_sync(event_store.read_since)(900_002, "0", 100)
     assert events[-1] == (seq, {"type": "notification", "title": "from a worker", "seq": seq})
+
+
+async def test_chunk_coalescer_joins_deltas_and_keeps_order() -> None:
+    """Deltas within the window become one event; any other event flushes them first."""
+    from orchestrator.event_store import ChunkCoalescer
+    from orchestrator.events import MessageChunk, MessageEnd
+
+    published: list[dict] = []
+
+    async def publish(event: dict) -> None:
+        published.append(event)
+
+    sink = ChunkCoalescer(publish, window=60)  # the window never elapses in this test
+    for word in ["It ", "is ", "sunny."]:
+        await sink(MessageChunk(run="r", turn=1, delta=word))
+    assert published == []  # still pending
+    await sink(MessageChunk(run="r", turn=2, delta="Next turn."))  # another turn: flush the first
+    await sink(MessageEnd(run="r", turn=2, content="Next turn.", input_tokens=1, output_tokens=1))
+    assert [(e["type"], e.get("delta")) for e in published] == [
+        ("message_chunk", "It is sunny."), ("message_chunk", "Next turn."), ("message_end", None)]
+
+
+async def test_chunk_coalescer_flushes_when_the_window_elapses() -> None:
+    import asyncio
+
+    from orchestrator.event_store import ChunkCoalescer
+    from orchestrator.events import MessageChunk
+
+    flushed = asyncio.Event()
+    published: list[dict] = []
+
+    async def publish(event: dict) -> None:
+        published.append(event)
+        flushed.set()
+
+    sink = ChunkCoalescer(publish, window=0.01)
+    await sink(MessageChunk(run="r", turn=1, delta="a"))
+    await sink(MessageChunk(run="r", turn=1, delta="b"))
+    await asyncio.wait_for(flushed.wait(), timeout=5)
+    assert published == [{"type": "message_chunk", "run": "r", "turn": 1, "delta": "ab"}]

@@ -15,9 +15,11 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 @pytest.mark.smoke
 async def test_tool_using_run_streams_events_in_order(connect: Any, token: str, orchestrator: Any,
-                                                      llm_server: Any) -> None:
+                                                      llm_server: Any, settings: Any) -> None:
     answer = "It is sunny and 21 degrees in Paris today."
-    llm_server.script(tool_calls(("get_weather", {"city": "Paris"})), text(answer))
+    # Deltas spaced wider than the coalescing window reach the socket one by one.
+    llm_server.script(tool_calls(("get_weather", {"city": "Paris"})), text(answer, chunk_delay=0.03))
+    settings.ONEVALET_CHUNK_WINDOW_MS = 10
     connected, subprotocol, ws = await connect(token=token)
     assert connected and subprotocol == "onevalet"
 

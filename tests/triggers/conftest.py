@@ -196,6 +196,7 @@ class CeleryProcesses:
     env: dict[str, str]
     log_dir: Path
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    killed: bool = False
 
     def _start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it until it exits
@@ -243,6 +244,7 @@ class CeleryProcesses:
         from onevalet_site.supervisor import group_alive
 
         process = self.processes[name]
+        self.killed = self.killed or sig == signal.SIGKILL
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, sig)
         deadline = time.monotonic() + timeout
@@ -259,6 +261,26 @@ class CeleryProcesses:
         for name, process in self.processes.items():
             if process.returncode is None:
                 self.kill(name, signal.SIGTERM)
+        if self.killed:
+            self._forget_unacked()
+
+    @staticmethod
+    def _forget_unacked() -> None:
+        """Drop the messages a SIGKILLed worker left unacknowledged in the broker.
+
+        Kombu's Redis transport keeps them (the embedded Redis even across sessions, it
+        persists) and restores them to the queue after the visibility timeout: an hour
+        later a worker of another test would fire a stale ``task_id`` in its own database.
+        Only this test's workers used the broker, and all of them are stopped now.
+        """
+        import redis
+        from django.conf import settings
+
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        try:
+            client.delete("unacked", "unacked_index", "unacked_mutex")
+        finally:
+            client.close()
 
 
 @pytest.fixture
