@@ -173,6 +173,7 @@ USE_TZ = True
 # --- Static files, auth ---------------------------------------------------------------
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns on every request while it is missing
 STATICFILES_DIRS = [BASE_DIR / "static"]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/chat/"
@@ -243,6 +244,8 @@ if not isinstance(ONEVALET_LOOP, dict):
     raise ConfigError("ONEVALET_LOOP", "must be a JSON object of ReactLoopConfig fields")
 # Token deltas published within this many milliseconds reach sockets as one event (0: every delta).
 ONEVALET_CHUNK_WINDOW_MS = env_int("ONEVALET_CHUNK_WINDOW_MS", 50, minimum=0)
+# Websocket flow control: events in flight to a client that acknowledges them, at most.
+ONEVALET_WS_MAX_UNACKED = env_int("ONEVALET_WS_MAX_UNACKED", 256, minimum=1)
 # Modules whose @tool / @valet definitions are registered at start-up.
 ONEVALET_TOOL_MODULES = env_list("ONEVALET_TOOL_MODULES", ["orchestrator.builtin_tools", "orchestrator.example_agents", "orchestrator.email_agent", "triggers.assistant_tools"])
 

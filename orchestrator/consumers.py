@@ -5,6 +5,11 @@ Client frames (JSON objects, at most 64 KiB):
 - ``{"type": "message", "content": "...", "conversation": "<uuid>"?, "ref": "..."?}``
 - ``{"type": "resync", "after": "<seq>"}`` — replay every stored event after ``seq``
 - ``{"type": "ping"}``
+- ``{"type": "ack", "seq": "<seq>"}`` — the client has handled everything up to ``seq``.
+  A client that acks gets flow control: at most ``ONEVALET_WS_MAX_UNACKED`` events are in
+  flight, the rest wait in the event stream until the next ack, so a client that stops
+  reading costs the server a bounded buffer. (Clients that never ack get events as they
+  come, as before; the chat page acks.)
 
 Server frames: the run's events (``message_start`` ... ``execution_end``, ``error``) and
 ``notification``, each with its ``seq``; plus ``accepted`` (the message was taken, with its
@@ -27,6 +32,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 
 from onevalet_site.errors import InvalidInput, OneValetError, TooLarge, ws_error_event
 from orchestrator import event_store, orchestrator, selectors, services
@@ -84,6 +90,8 @@ def _conversation_for(user_id: int, conversation_id: Any, text: str) -> str:
 class ChatConsumer(AsyncWebsocketConsumer):
     user_id: int
     cursor: str
+    acks: bool = False  # the client acknowledges events: flow control is on
+    unacked: int = 0  # events sent since the client's last ack
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -115,8 +123,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self._on_resync(frame)
             elif kind == "ping":
                 await self._send_json({"type": "pong"})
+            elif kind == "ack":
+                await self._on_ack(frame)
             else:
-                raise InvalidInput("Unknown frame type; expected message, resync or ping.", code="unknown_type")
+                raise InvalidInput("Unknown frame type; expected message, resync, ack or ping.", code="unknown_type")
         except OneValetError as exc:
             await self._send_json(ws_error_event(exc))
 
@@ -157,6 +167,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # complete=false: older events were trimmed away; the client reloads from REST.
         await self._send_json({"type": "resynced", "seq": self.cursor, "complete": not trimmed})
 
+    async def _on_ack(self, frame: dict[str, Any]) -> None:
+        try:
+            event_store.parse_seq(frame.get("seq"))
+        except ValueError:
+            raise InvalidInput("ack needs the last seq the client handled in 'seq'.", code="invalid_seq") from None
+        self.acks, self.unacked = True, 0
+        await self._deliver()  # whatever waited for this ack
+
     # --- the user's stream ----------------------------------------------------------------
     async def user_event(self, message: dict[str, Any]) -> None:
         """A hint from ``event_store.publish``: read what is new since our cursor."""
@@ -167,11 +185,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """Send every stored event after the cursor, in order; consumers handle one message
         at a time, so a hint for an event already sent finds nothing new and sends nothing."""
         while True:
-            batch = await event_store.read_since(self.user_id, self.cursor, READ_BATCH)
+            room = settings.ONEVALET_WS_MAX_UNACKED - self.unacked if self.acks else READ_BATCH
+            if room <= 0:
+                return  # the client is behind: the rest waits in the stream for its next ack
+            batch = await event_store.read_since(self.user_id, self.cursor, min(room, READ_BATCH))
             for seq, event in batch:
                 await self._send_json(event)
                 self.cursor = seq
-            if len(batch) < READ_BATCH:
+            self.unacked += len(batch)
+            if len(batch) < min(room, READ_BATCH):
                 return
 
     async def _send_json(self, payload: dict[str, Any]) -> None:

@@ -96,10 +96,23 @@
     pong() {},
   };
 
+  // Acknowledge what was handled, so the server keeps only a bounded number of events in
+  // flight to this page (it pauses when we fall behind and resumes on the next ack).
+  let unacked = 0;
+  function ack() {
+    const last = sessionStorage.getItem(SEQ_KEY);
+    if (unacked && last && socket && socket.readyState === WebSocket.OPEN) {
+      socket.send(JSON.stringify({type: "ack", seq: last}));
+      unacked = 0;
+    }
+  }
+  setInterval(ack, 1000);
+
   function onEvent(event) {
     if (event.seq) {
       if (!isNewer(event.seq)) return; // already shown (a replay overlapping live events)
       sessionStorage.setItem(SEQ_KEY, event.seq);
+      if (++unacked >= 32) ack();
     }
     const isOtherConversation = event.conversation && conversation && event.conversation !== conversation;
     if (isOtherConversation && event.type !== "notification") return;
@@ -114,7 +127,10 @@
       retryDelay = 500;
       statusLine.textContent = "Connected";
       const last = sessionStorage.getItem(SEQ_KEY);
-      if (last) socket.send(JSON.stringify({type: "resync", after: last}));
+      if (last) {
+        socket.send(JSON.stringify({type: "ack", seq: last})); // turns flow control on
+        socket.send(JSON.stringify({type: "resync", after: last}));
+      }
     };
     socket.onmessage = function (message) { onEvent(JSON.parse(message.data)); };
     socket.onclose = function (close) {

@@ -127,3 +127,30 @@ async def test_run_survives_disconnect_and_resync_replays_it(connect: Any, token
     rows = await sync_to_async(lambda: list(Message.objects.filter(conversation_id=accepted["conversation"])
                                             .values_list("role", flat=True)))()
     assert rows == ["user", "assistant"]
+
+
+async def test_a_client_that_acks_has_a_bounded_number_of_events_in_flight(connect: Any, token: str,
+                                                                           orchestrator: Any, llm_server: Any,
+                                                                           settings: Any) -> None:
+    """Flow control: the server pauses at the limit and resumes on the next ack, losing nothing."""
+    settings.ONEVALET_WS_MAX_UNACKED = 10
+    settings.ONEVALET_CHUNK_WINDOW_MS = 0  # every delta is an event
+    answer = " ".join(f"w{i}" for i in range(40))
+    llm_server.script(text(answer))
+    _, _, ws = await connect(token=token)
+    await ws.send({"type": "ack", "seq": "0-0"})  # flow control on
+    await ws.send({"type": "message", "content": "forty words please"})
+    assert (await ws.receive())["type"] == "accepted"
+    received = [await ws.receive() for _ in range(10)]
+    assert await ws.communicator.receive_nothing(timeout=0.5)  # paused: 10 in flight, none acked
+    events = list(received)
+    while events[-1]["type"] != "execution_end":
+        await ws.send({"type": "ack", "seq": events[-1]["seq"]})
+        batch = [await ws.receive()]
+        while len(batch) < 10 and batch[-1]["type"] != "execution_end":
+            batch.append(await ws.receive())
+        events += batch
+    deltas = "".join(e["delta"] for e in events if e["type"] == "message_chunk")
+    assert deltas == answer
+    seqs = [e["seq"] for e in events]
+    assert len(set(seqs)) == len(seqs)
