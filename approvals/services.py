@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalDecisionAttempt, ApprovalRequest
 from onevalet_site.errors import Conflict, InvalidInput, NotFound
+from onevalet_site.system_tasks import system_task_schedule_sync
 from orchestrator.agents import StandardAgent, agent_registry
 
 logger = logging.getLogger("onevalet.approvals")
@@ -238,11 +239,5 @@ def approvals_cancel_for_conversation(*, owner_id: int, conversation_id: Any, ch
 
 def approval_expiry_schedule_sync() -> None:
     """Create or update this one system task's beat schedule, by name; users' tasks are untouched."""
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
-
-    interval, _ = IntervalSchedule.objects.get_or_create(every=EXPIRY_EVERY_MINUTES, period=IntervalSchedule.MINUTES)
-    task, created = PeriodicTask.objects.get_or_create(
-        name=EXPIRY_TASK_NAME, defaults={"task": EXPIRY_TASK, "interval": interval, "enabled": True})
-    if not created and (task.task != EXPIRY_TASK or task.interval_id != interval.id):
-        task.task, task.interval, task.crontab, task.solar, task.clocked = EXPIRY_TASK, interval, None, None, None
-        task.save()
+    system_task_schedule_sync(name=EXPIRY_TASK_NAME, task=EXPIRY_TASK, every=EXPIRY_EVERY_MINUTES,
+                              description="Expires unanswered approval requests and drops their agents.")

@@ -5,7 +5,9 @@ is an ordinary tool result; a call that needs the user parks the agent in the po
 returns an ``Interruption`` so the loop stops with the agent's question as the answer.
 ``resume_pending_agent`` is the other half: on the user's next message, the oldest paused
 agent of that conversation is claimed, gets the message, and either finishes (its outcome
-becomes a tool-call/result pair the loop reads) or asks its next question.
+becomes a tool-call/result pair the loop reads) or asks its next question. Unless it is a
+cancel phrase, the reply is first routed (``orchestrator.reply_routing``): a new request or
+a cancellation drops the agent and the message goes to the loop instead.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from onevalet_site.errors import LimitReached
 from orchestrator.agents import AgentResult, AgentStatus, StandardAgent, agent_registry, schema_version
 from orchestrator.config import ReactLoopConfig
 from orchestrator.events import EventSink, StateChange, ToolCallStart, ToolResultEvent
+from orchestrator.reply_routing import FALLBACK, ReplyIntent, RoutedReply, route_reply
 from orchestrator.tool_schema import json_type
 from orchestrator.tools import ToolExecutionContext, ToolRegistry
 from orchestrator.types import Interruption, RunStatus, ToolCallRecord, ToolOutcome
@@ -35,6 +38,12 @@ TASK_INSTRUCTION_HELP = (
     "What the user wants, in plain words, including anything that fits none of the other parameters. "
     "Fill every parameter you can from the conversation; the agent asks the user for what is missing. "
     "Example: \"Remind her in a friendly tone; she asked to be reminded before leaving the office.\"")
+CANCELLED_NOTE = "The user cancelled this task before it finished."
+DROPPED_NOTES = {
+    ReplyIntent.CANCEL: CANCELLED_NOTE,
+    ReplyIntent.NEW_REQUEST: ("The user did not answer this task's question and moved on to something else, so the "
+                              "task was dropped unfinished. Answer the user's latest message."),
+}
 _CANCEL = re.compile(r"^\s*(never\s*mind|nevermind|nvm|cancel|stop|abort|forget (it|that|about it))\b", re.I)
 
 
@@ -200,8 +209,10 @@ async def resume_pending_agent(*, text: str, context: ToolExecutionContext, tool
     """Give the message to the conversation's oldest paused agent; None when there is none.
 
     A cancel phrase drops every paused agent of the conversation and lets the message go
-    to the loop. Entries another process claimed, or that cannot be restored (schema
-    changed), are skipped.
+    to the loop. Otherwise the reply is routed for the claimed agent only: a new request or
+    a cancellation drops that agent (the loop then answers the message), an answer reaches
+    it with the values the routing call extracted. Entries another process claimed, or
+    that cannot be restored (schema changed), are skipped.
     """
     from approvals.chat import answer_pending_approvals
     from pool import selectors, services
@@ -221,8 +232,7 @@ async def resume_pending_agent(*, text: str, context: ToolExecutionContext, tool
         for entry in entries:
             if await sync_to_async(services.pool_entry_cancel)(entry_id=entry.id, owner_id=entry.owner_id):
                 steps.append(_Step(_resume_call_id(entry), entry.agent_type, entry.collected_fields,
-                                   ToolOutcome(content="The user cancelled this task before it finished.",
-                                               status="CANCELLED")))
+                                   ToolOutcome(content=CANCELLED_NOTE, status="CANCELLED")))
         return await _finished(steps, context, emit) if steps else None
     for entry in entries:
         claimed = await sync_to_async(services.pool_entry_resume)(entry_id=entry.id, owner_id=entry.owner_id)
@@ -233,19 +243,56 @@ async def resume_pending_agent(*, text: str, context: ToolExecutionContext, tool
             entry=claimed, agent_cls=agent_class_for(tools, claimed.agent_type), context=context.for_call(call_id))
         if agent is None:
             continue
-        return await _continue_agent(agent, claimed, text, call_id, context, emit)
+        routed = await _route(agent, text, context)
+        if routed.intent != ReplyIntent.ANSWER:
+            return await _drop_routed(claimed, call_id, routed.intent, context, emit)
+        return await _continue_agent(agent, claimed, text, call_id, context, emit, values=routed.values)
     return None
 
 
-async def _continue_agent(agent: StandardAgent, entry: Any, text: str, call_id: str,
-                          context: ToolExecutionContext, emit: EventSink) -> AgentFinished | AgentStillWaiting:
+async def _route(agent: StandardAgent, text: str, context: ToolExecutionContext) -> RoutedReply:
+    """The routing decision for an agent waiting for input; an answer when routing is off.
+
+    An agent waiting for approval is never routed: its yes/no has its own parser and door.
+    """
+    if agent.status != AgentStatus.WAITING_FOR_INPUT or not loop_config(context).route_agent_replies:
+        return FALLBACK
+    from orchestrator.llm import LLMClient
+
+    return await route_reply(agent, text, context.extra.get("llm") or LLMClient.from_settings())
+
+
+async def _drop_routed(entry: Any, call_id: str, intent: ReplyIntent, context: ToolExecutionContext,
+                       emit: EventSink) -> AgentFinished:
+    """Remove the claimed agent; a note in the history tells the LLM the task was dropped."""
+    from pool import services
+
+    await sync_to_async(services.pool_entry_cancel)(entry_id=entry.id, owner_id=entry.owner_id)
+    outcome = ToolOutcome(content=DROPPED_NOTES[intent], status="CANCELLED")
+    return await _finished([_Step(call_id, entry.agent_type, entry.collected_fields, outcome)], context, emit)
+
+
+async def _give_reply(agent: StandardAgent, text: str, values: dict[str, Any]) -> AgentResult:
+    """The routed values when the routing call extracted some, else the agent's own parser.
+
+    An agent class that overrides ``reply`` keeps its own reading of the text.
+    """
+    if values and agent.status == AgentStatus.WAITING_FOR_INPUT and type(agent).reply is StandardAgent.reply:
+        agent.absorb(values)
+        return await agent.advance()
+    return await agent.reply(text)
+
+
+async def _continue_agent(agent: StandardAgent, entry: Any, text: str, call_id: str, context: ToolExecutionContext,
+                          emit: EventSink, *, values: dict[str, Any] | None = None
+                          ) -> AgentFinished | AgentStillWaiting:
     from pool import services
 
     config = loop_config(context)
     await emit(ToolCallStart(run=context.run_id, turn=0, tool_call_id=call_id, name=agent.agent_name()))
     started = time.monotonic()
     try:
-        result = await asyncio.wait_for(agent.reply(text), config.agent_tool_execution_timeout)
+        result = await asyncio.wait_for(_give_reply(agent, text, values or {}), config.agent_tool_execution_timeout)
     except TimeoutError:
         result = AgentResult.error(f"{agent.agent_name()} timed out after {config.agent_tool_execution_timeout:g} s.")
     except Exception as exc:  # a crashed agent must not crash the run; the LLM explains

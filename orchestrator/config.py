@@ -48,6 +48,9 @@ class ReactLoopConfig:
     approval_timeout_minutes: int = 30
     agent_pool_ttl_minutes: int = 60  # a paused agent nobody answers is dropped after this long
     max_agents_per_tenant: int = 10  # paused agents one user may have at once, across conversations
+    # A reply to an agent waiting for input is first routed by one small LLM call (answer /
+    # new request / cancel; see orchestrator.reply_routing). Off: every reply is an answer.
+    route_agent_replies: bool = True
 
     @classmethod
     def from_settings(cls, overrides: dict[str, Any] | None = None) -> ReactLoopConfig:

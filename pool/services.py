@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from onevalet_site.errors import LimitReached, NotFound
+from onevalet_site.system_tasks import system_task_schedule_sync
 from orchestrator.agents import StandardAgent, agent_registry, schema_version
 from orchestrator.models import Conversation
 from pool.models import AgentPoolEntry
@@ -130,14 +131,8 @@ def pool_expiry_schedule_sync() -> None:
     Other periodic tasks (users' triggers) live in the same tables and are never touched;
     an operator who disabled this task keeps it disabled.
     """
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
-
-    interval, _ = IntervalSchedule.objects.get_or_create(every=EXPIRY_EVERY_MINUTES, period=IntervalSchedule.MINUTES)
-    task, created = PeriodicTask.objects.get_or_create(
-        name=EXPIRY_TASK_NAME, defaults={"task": EXPIRY_TASK, "interval": interval, "enabled": True})
-    if not created and (task.task != EXPIRY_TASK or task.interval_id != interval.id):
-        task.task, task.interval, task.crontab, task.solar, task.clocked = EXPIRY_TASK, interval, None, None, None
-        task.save()
+    system_task_schedule_sync(name=EXPIRY_TASK_NAME, task=EXPIRY_TASK, every=EXPIRY_EVERY_MINUTES,
+                              description="Deletes paused agents whose time ran out.")
 
 
 def _snapshot_columns(snapshot: dict[str, Any]) -> dict[str, Any]:

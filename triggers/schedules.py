@@ -22,6 +22,7 @@ from django.utils import timezone
 from django_celery_beat.models import ClockedSchedule, CrontabSchedule, IntervalSchedule, PeriodicTask
 
 from onevalet_site.errors import InvalidInput
+from onevalet_site.system_tasks import system_task_schedule_sync
 
 if TYPE_CHECKING:
     from triggers.models import TriggerTask
@@ -160,15 +161,8 @@ def reaper_schedule_sync() -> None:
     disabled, and an operator's other interval is replaced only when the task name is wrong
     or it has no interval at all (the admin may tune how often it runs).
     """
-    interval, _ = IntervalSchedule.objects.get_or_create(every=REAPER_EVERY_SECONDS, period=IntervalSchedule.SECONDS)
-    periodic, created = PeriodicTask.objects.get_or_create(
-        name=REAPER_TASK_NAME, defaults={"task": REAPER_TASK, "interval": interval, "enabled": True,
-                                         "description": "Re-queues trigger runs whose worker stopped beating."})
-    if not created and (periodic.task != REAPER_TASK or periodic.interval_id is None):
-        periodic.task, periodic.interval = REAPER_TASK, interval
-        periodic.crontab = periodic.solar = periodic.clocked = None
-        periodic.one_off = False
-        periodic.save()  # model save: beat's change tracking sees it
+    system_task_schedule_sync(name=REAPER_TASK_NAME, task=REAPER_TASK, every=REAPER_EVERY_SECONDS,
+                              period="seconds", description="Re-queues trigger runs whose worker stopped beating.")
 
 
 # --- schedule arithmetic -------------------------------------------------------------------

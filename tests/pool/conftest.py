@@ -8,6 +8,7 @@ import pytest
 
 from orchestrator.agents import AgentRegistry, AgentResult, InputField, StandardAgent, valet
 from orchestrator.tools import ToolRegistry, tool
+from tests.llm_server import Step, tool_calls
 
 
 def has_at(value: str) -> str | None:
@@ -79,6 +80,14 @@ def build_agent_tools(*, recipient_required: bool = True) -> tuple[ToolRegistry,
             return AgentResult.completed("done")
 
     return tools, agents
+
+
+def route(intent: str = "answer", **values: Any) -> Step:
+    """The scripted answer of the reply-routing call a waiting agent's resume makes first."""
+    arguments: dict[str, Any] = {"intent": intent}
+    if values:
+        arguments["values"] = values
+    return tool_calls(("route_reply", arguments))
 
 
 def assert_valid_tool_ordering(messages: list[dict[str, Any]]) -> None:

@@ -16,7 +16,7 @@ from pool import selectors, services
 from pool.models import AgentPoolEntry
 from pool.tasks import expire_pool_entries
 from tests.llm_server import text, tool_calls
-from tests.pool.conftest import assert_valid_tool_ordering, build_agent_tools
+from tests.pool.conftest import assert_valid_tool_ordering, build_agent_tools, route
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -59,7 +59,8 @@ async def test_flight_weather_email_scenario(make_orchestrator: Any, llm_server:
     assert entry.tool_call_id == "call_mail" and str(entry.run_id) == first.run_id
     assert result.interruption.data["pool_entry"] == str(entry.id)
 
-    llm_server.script(text("Done: flights found, NYC will be sunny, and the email went to team@example.com."))
+    llm_server.script(route(recipient="team@example.com"),
+                      text("Done: flights found, NYC will be sunny, and the email went to team@example.com."))
     second = await orchestrator.handle_message(user_id=user.pk, content="team@example.com",
                                                conversation_id=first.conversation_id)
     assert second.result.status == RunStatus.COMPLETED
@@ -94,7 +95,7 @@ async def test_missing_field_is_asked_then_answered(make_orchestrator: Any, llm_
     llm_server.script(tool_calls(("call_r", "ReminderAgent", {"what": "water the plants"})))
     first = await orchestrator.handle_message(user_id=user.pk, content="remind me to water the plants")
     assert first.result.status == RunStatus.WAITING_FOR_INPUT and "when" in first.result.response
-    llm_server.script(text("Done, I'll remind you."))
+    llm_server.script(route(when="tomorrow 08:15"), text("Done, I'll remind you."))
     second = await orchestrator.handle_message(user_id=user.pk, content="tomorrow 08:15",
                                                conversation_id=first.conversation_id)
     assert second.result.response == "Done, I'll remind you."
@@ -108,11 +109,14 @@ async def test_invalid_value_is_asked_again_with_the_validator_message(make_orch
     llm_server.script(tool_calls(("call_mail", "SendEmailAgent", {**EMAIL_NO_RECIPIENT, "recipient": "the team"})))
     first = await orchestrator.handle_message(user_id=user.pk, content="email the team")
     assert "Invalid email: it must contain @" in first.result.response
+    llm_server.script(route())  # an answer without values: the agent's own parser reads it
     second = await orchestrator.handle_message(user_id=user.pk, content="just the usual people",
                                                conversation_id=first.conversation_id)
     assert second.result.status == RunStatus.WAITING_FOR_INPUT and second.result.turns == 0
     assert "Invalid email: it must contain @" in second.result.response
-    assert len(llm_server.requests) == 1  # the still-waiting agent answered without the LLM
+    # The still-waiting agent answered without the loop: the only request since is the routing call.
+    assert len(llm_server.requests) == 2
+    assert [t["function"]["name"] for t in llm_server.requests[1].tools] == ["route_reply"]
     [entry] = await entries(owner_id=user.pk)
     assert entry.errors == {"recipient": "Invalid email: it must contain @"}
     stored = await sync_to_async(list)(Message.objects.filter(conversation_id=first.conversation_id)
@@ -191,7 +195,7 @@ async def test_a_claim_is_exclusive(make_orchestrator: Any, llm_server: Any, use
 async def test_pool_survives_a_restart(make_orchestrator: Any, llm_server: Any, user: Any) -> None:
     first = await _park_email_agent(make_orchestrator(tools=build_agent_tools()[0]), llm_server, user)
     fresh = make_orchestrator(tools=build_agent_tools()[0])  # new classes, new registries, same definitions
-    llm_server.script(text("Sent."))
+    llm_server.script(route(recipient="team@example.com"), text("Sent."))
     second = await fresh.handle_message(user_id=user.pk, content="team@example.com",
                                         conversation_id=first.conversation_id)
     assert second.result.response == "Sent."

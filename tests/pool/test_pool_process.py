@@ -17,6 +17,7 @@ from orchestrator.services import conversation_create
 from orchestrator.types import RunStatus
 from pool.models import AgentPoolEntry
 from tests.llm_server import text
+from tests.pool.conftest import route
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -70,7 +71,7 @@ async def test_entry_created_by_another_process_is_resumed_here(make_orchestrato
 
     load_tool_modules()
     orchestrator = make_orchestrator(tools=registry.subset(["ReminderAgent"]))
-    llm_server.script(text("All set."))
+    llm_server.script(route(when="tomorrow 07:45"), text("All set."))
     outcome = await orchestrator.handle_message(user_id=user.pk, content="tomorrow 07:45",
                                                 conversation_id=str(conversation.id))
     assert outcome.result.status == RunStatus.COMPLETED and outcome.result.response == "All set."
