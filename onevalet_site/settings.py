@@ -132,7 +132,10 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [{"address": REDIS_URL}],
+            # channels-redis blocks in BZPOPMIN for 5 s; redis-py 8's default socket timeout
+            # is also 5 s, so a busy process could time out a healthy read and crash the
+            # consumer. The read timeout must outlast the blocking pop.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
             "prefix": env_str("ONEVALET_REDIS_PREFIX", "onevalet") + ":asgi",
             "capacity": 1000,
             "expiry": 60,
