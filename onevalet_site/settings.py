@@ -134,10 +134,15 @@ CHANNEL_LAYERS = {
         "CONFIG": {
             # channels-redis blocks in BZPOPMIN for 5 s; redis-py 8's default socket timeout
             # is also 5 s, so a busy process could time out a healthy read and crash the
-            # consumer. The read timeout must outlast the blocking pop.
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            # consumer: the read timeout must outlast the blocking pop. Its pool does not
+            # wait for a free connection, and redis-py 8 caps pools at 100, which a burst of
+            # group sends from a few hundred runs exceeds.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "max_connections": 1000}],
             "prefix": env_str("ONEVALET_REDIS_PREFIX", "onevalet") + ":asgi",
-            "capacity": 1000,
+            # All sockets of one daphne process share one Redis key for their messages, and
+            # a group send to a key at capacity is dropped silently: size it for bursts of
+            # hints from hundreds of concurrent runs (each hint is a few bytes).
+            "capacity": 100_000,
             "expiry": 60,
         },
     }
@@ -207,7 +212,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "onevalet_site.pagination.OneValetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {

@@ -43,6 +43,10 @@ MAX_FRAME_BYTES = 64 * 1024
 CLOSE_UNAUTHENTICATED = 4401
 SUBPROTOCOL = "onevalet"
 READ_BATCH = 200
+# The channel layer can drop a hint (channels-redis drops messages under load), so while a
+# run this socket started is in flight, the socket also reads the stream this often.
+WATCH_SECONDS = 1.0
+RUN_END_TYPES = ("execution_end", "error")
 
 # Strong references to detached runs: the event loop keeps only weak ones.
 _runs: set[asyncio.Task] = set()
@@ -92,6 +96,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
     cursor: str
     acks: bool = False  # the client acknowledges events: flow control is on
     unacked: int = 0  # events sent since the client's last ack
+    watchdog: asyncio.Task | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.inflight: set[str] = set()  # conversations with a run this socket started
+        self.delivering = asyncio.Lock()  # the watchdog and the dispatch loop share the cursor
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -109,6 +119,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.accept(subprotocol)
 
     async def disconnect(self, code: int) -> None:
+        if self.watchdog is not None:
+            self.watchdog.cancel()
         if hasattr(self, "user_id"):
             await self.channel_layer.group_discard(event_store.group_name(self.user_id), self.channel_name)
 
@@ -152,6 +164,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         conversation_id = await _conversation_for(self.user_id, conversation, text)
         await self._send_json({"type": "accepted", "conversation": conversation_id, "ref": frame.get("ref")})
         start_detached_run(user_id=self.user_id, content=text, conversation_id=conversation_id, source="web")
+        self.inflight.add(conversation_id)
+        if self.watchdog is None or self.watchdog.done():
+            self.watchdog = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        """Read the stream now and then until this socket's runs have ended: a dropped hint
+        delays their events by at most WATCH_SECONDS instead of forever."""
+        while self.inflight:
+            await asyncio.sleep(WATCH_SECONDS)
+            await self._deliver()
 
     async def _on_resync(self, frame: dict[str, Any]) -> None:
         after = frame.get("after")
@@ -184,17 +206,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _deliver(self) -> None:
         """Send every stored event after the cursor, in order; consumers handle one message
         at a time, so a hint for an event already sent finds nothing new and sends nothing."""
-        while True:
-            room = settings.ONEVALET_WS_MAX_UNACKED - self.unacked if self.acks else READ_BATCH
-            if room <= 0:
-                return  # the client is behind: the rest waits in the stream for its next ack
-            batch = await event_store.read_since(self.user_id, self.cursor, min(room, READ_BATCH))
-            for seq, event in batch:
-                await self._send_json(event)
-                self.cursor = seq
-            self.unacked += len(batch)
-            if len(batch) < min(room, READ_BATCH):
-                return
+        async with self.delivering:
+            while True:
+                room = settings.ONEVALET_WS_MAX_UNACKED - self.unacked if self.acks else READ_BATCH
+                if room <= 0:
+                    return  # the client is behind: the rest waits in the stream for its next ack
+                batch = await event_store.read_since(self.user_id, self.cursor, min(room, READ_BATCH))
+                for seq, event in batch:
+                    await self._send_json(event)
+                    self.cursor = seq
+                    if event.get("type") in RUN_END_TYPES:
+                        self.inflight.discard(event.get("conversation"))
+                self.unacked += len(batch)
+                if len(batch) < min(room, READ_BATCH):
+                    return
 
     async def _send_json(self, payload: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(payload, separators=(",", ":"), default=str))

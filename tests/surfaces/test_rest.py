@@ -103,3 +103,14 @@ async def test_chat_page_requires_login_and_shows_history(user: Any, orchestrato
     page = (await client.get(f"/chat/?c={conversation}")).content.decode()
     assert "Hello &lt;there&gt;" in page and 'id="chat-config"' in page and "Log out" in page
     assert (await client.get("/chat/?c=00000000-0000-0000-0000-000000000000")).status_code == 404
+
+
+@pytest.mark.django_db
+def test_absurd_pagination_numbers_are_clamped_not_a_server_error(api_client: Any) -> None:
+    """Found by the schema fuzzer: limit=2**91 used to reach the database driver and fail."""
+    huge = str(2**91)
+    for path in ("/api/v1/notifications", "/api/v1/conversations"):
+        response = api_client.get(path, {"limit": huge, "offset": huge})
+        assert response.status_code == 200, response.content
+        assert response.json()["results"] == []
+    assert api_client.get("/api/v1/conversations", {"limit": huge}).status_code == 200
