@@ -12,12 +12,15 @@ a fixed sleep. The processes share a database with the test (see ``process_db``)
 
 from __future__ import annotations
 
+import json
 import time
+import zoneinfo
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
@@ -119,6 +122,103 @@ def test_beat_and_worker_fire_edit_and_pause_schedules(celery_processes: Any, ll
         assert not runs.exclude(status=TriggerRun.Status.COMPLETED).values_list("error", flat=True)
         assert Notification.objects.filter(owner=user, title=task.name).count() == runs.count()
         assert runs.values("run_key").distinct().count() == runs.count()
+    assert not llm_server.unexpected
+
+
+def next_minute(after: datetime) -> datetime:
+    """The first whole minute strictly after ``after``: when ``* * * * *`` is next due."""
+    return after.replace(second=0, microsecond=0) + timedelta(minutes=1)
+
+
+def admin_edit_cron(client: Client, task: TriggerTask, cron: str) -> None:
+    """POST the TriggerTask admin change form with the task's values and a new crontab."""
+    task = TriggerTask.objects.get(pk=task.pk)
+    response = client.post(f"/admin/triggers/triggertask/{task.pk}/change/", {
+        "name": task.name, "executor": task.executor, "action": json.dumps(task.action),
+        "output": json.dumps(task.output), "cron": cron, "missed_run_policy": task.missed_run_policy,
+        "event_filter": json.dumps(task.event_filter), "condition": json.dumps(task.condition),
+        "cooldown_seconds": str(task.cooldown_seconds), "runs-TOTAL_FORMS": "0", "runs-INITIAL_FORMS": "0"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert response["Location"].rstrip("/").endswith("/admin/triggers/triggertask"), response["Location"]
+
+
+@pytest.mark.celery
+def test_cron_task_fires_through_beat_and_an_admin_crontab_edit_is_honoured(
+        celery_processes: Any, llm_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 8: a ``* * * * *`` task fires via beat and the worker, the loop's answer becomes a
+    notification; an admin edit of the crontab reaches the running beat, which stops firing it.
+
+    The owner lives at UTC+05:30, so the new minute is written in their zone: read as UTC, it
+    would be due within the watched window (local minute + 31 is UTC minute + 1).
+    """
+    monkeypatch.setattr(services, "MIN_INTERVAL_SECONDS", 1)  # the clock task below
+    zone = zoneinfo.ZoneInfo("Asia/Kolkata")
+    user = make_user(display_name="Cron", timezone="Asia/Kolkata")
+    admin_user = make_user(is_staff=True, is_superuser=True)
+    answer = "Standup in 10 minutes: your notes are in the shared doc."
+    monkeypatch.setattr(llm_server, "responder", lambda request: text(answer))  # every firing gets the answer
+
+    celery_processes.start_worker()
+    beat = celery_processes.start_beat()
+    celery_processes.wait_for_log("worker", " ready.")
+    task = services.trigger_task_create(owner_id=user.pk, name="Standup", kind="cron", cron="* * * * *",
+                                        action={"instruction": "Remind me of the standup"})
+    periodic = PeriodicTask.objects.get(pk=task.periodic_task_id)
+    assert str(periodic.crontab.timezone) == "Asia/Kolkata" and periodic.enabled
+
+    # 1. Beat sends it at the next minute boundary; the worker runs the loop; the user is notified.
+    wait_until(lambda: completed_runs(task) >= 1 and Notification.objects.filter(
+        owner=user, title="Standup", body=answer).exists(), timeout=75, what="the cron task's first firing")
+    run = TriggerRun.objects.filter(task=task, status=TriggerRun.Status.COMPLETED).earliest("started_at")
+    assert run.result == answer and run.scheduled_for.second == 0 and run.scheduled_for.microsecond == 0
+    assert "[Scheduled task] Remind me of the standup" in [r.last_message["content"] for r in llm_server.requests]
+    assert Notification.objects.get(owner=user, title="Standup", body=answer).source == "trigger"
+
+    # 2. A superuser edits the crontab in the admin to a minute half an hour away in the owner's zone.
+    client = Client()
+    client.force_login(admin_user)
+    new_minute = (timezone.now().astimezone(zone).minute + 31) % 60
+    admin_edit_cron(client, task, f"{new_minute} * * * *")
+    edited_at = timezone.now()
+    runs_at_edit = TriggerRun.objects.filter(task=task).count()
+    crontab = PeriodicTask.objects.get(pk=task.periodic_task_id).crontab
+    assert (crontab.minute, crontab.hour, crontab.day_of_month, crontab.month_of_year, crontab.day_of_week,
+            str(crontab.timezone)) == (str(new_minute), "*", "*", "*", "*", "Asia/Kolkata")
+    edited = TriggerTask.objects.get(pk=task.pk)
+    assert edited.cron == f"{new_minute} * * * *" and edited.timezone == "Asia/Kolkata"
+    assert edited.next_run_at.astimezone(zone).minute == new_minute
+    assert timedelta(minutes=29) <= edited.next_run_at - edited_at <= timedelta(minutes=31)
+
+    # The old schedule would be due at the next boundary. A clock task (every 2 s, no LLM) shows
+    # that beat and the worker are still going well past it; meanwhile the cron task stays quiet.
+    # A firing beat sent in the seconds before it re-read the schedule (it re-reads every 5 s)
+    # may still run once: at most one run, started right after the edit.
+    clock = services.trigger_task_create(owner_id=user.pk, name="Clock", kind="interval", interval_seconds=2,
+                                         executor="notify", action={"message": "tick"})
+    boundary = next_minute(edited_at)
+    quiet_until = time.monotonic() + 65
+
+    def stray_runs() -> list[TriggerRun]:
+        return list(TriggerRun.objects.filter(task=task).order_by("pk")[runs_at_edit:])
+
+    def window_over() -> bool:
+        strays = stray_runs()
+        assert len(strays) <= 1 and all(r.started_at <= edited_at + timedelta(seconds=10) for r in strays), (
+            f"the edited cron task fired again: {[(r.scheduled_for, r.started_at) for r in strays]}")
+        ticked_past = TriggerRun.objects.filter(task=clock, status=TriggerRun.Status.COMPLETED,
+                                                started_at__gt=boundary + timedelta(seconds=5)).exists()
+        return ticked_past and time.monotonic() >= quiet_until
+
+    wait_until(window_over, timeout=90, what="beat to tick past the old schedule's next minute")
+    assert TriggerRun.objects.filter(task=task).count() <= runs_at_edit + 1
+    assert not TriggerRun.objects.filter(task=task, started_at__gt=edited_at + timedelta(seconds=10)).exists()
+    assert f"Sending due task {schedules.periodic_task_name(task)} " in celery_processes.log("beat")
+    assert beat.poll() is None and celery_processes.processes["worker"].poll() is None  # nothing was restarted
+
+    runs = TriggerRun.objects.filter(task=task)
+    assert not runs.exclude(status=TriggerRun.Status.COMPLETED).values_list("error", flat=True)
+    assert Notification.objects.filter(owner=user, title="Standup").count() == runs.count()
+    assert runs.values("run_key").distinct().count() == runs.count()
     assert not llm_server.unexpected
 
 
