@@ -21,3 +21,11 @@ def _start_embedded_redis(**_: object) -> None:
     from onevalet_site.embedded_redis import ensure_for_settings
 
     ensure_for_settings()
+
+
+@beat_init.connect
+def _single_beat(**_: object) -> None:
+    """Refuse to run a second beat (see onevalet_site/beat_lock.py)."""
+    from onevalet_site.beat_lock import acquire_or_exit
+
+    acquire_or_exit()

@@ -179,8 +179,16 @@ class AgentFinished:
 
 @dataclass(slots=True)
 class AgentStillWaiting:
+    """Still waiting after the user's message; ``phrase`` when the prompt is an agent's own question.
+
+    A resumed agent's next question is rephrased in the persona's voice like the loop's
+    (``ReactLoop.phrase_question``); the framework's own re-ask of an unclear approval
+    answer (``approvals.chat``) is not, since it carries links and exact answer words.
+    """
+
     interruption: Interruption
     records: list[ToolCallRecord] = field(default_factory=list)
+    phrase: bool = False
 
 
 @dataclass(slots=True)
@@ -312,7 +320,7 @@ async def _continue_agent(agent: StandardAgent, entry: Any, text: str, call_id: 
         assert interruption is not None
         await emit(StateChange(run=context.run_id, state=str(interruption.status), prompt=interruption.prompt,
                                agent=interruption.agent_name, pending_approvals=interruption.pending_approvals))
-        return AgentStillWaiting(interruption=interruption, records=[_record(step, config)])
+        return AgentStillWaiting(interruption=interruption, records=[_record(step, config)], phrase=True)
     await sync_to_async(services.pool_entry_remove)(entry_id=entry.id, owner_id=entry.owner_id)
     step = _Step(call_id, agent.agent_name(), agent.fields, finished_outcome(result), duration_ms)
     return await _finished([step], context, emit)

@@ -51,6 +51,10 @@ class ReactLoopConfig:
     # A reply to an agent waiting for input is first routed by one small LLM call (answer /
     # new request / cancel; see orchestrator.reply_routing). Off: every reply is an answer.
     route_agent_replies: bool = True
+    # A waiting agent's raw question ("Please provide: subject") is rephrased by one extra
+    # LLM call without tools, so the user hears the persona's voice (issue 5). Off: the raw
+    # question is the answer and no extra call is made.
+    phrase_agent_questions: bool = True
 
     @classmethod
     def from_settings(cls, overrides: dict[str, Any] | None = None) -> ReactLoopConfig:

@@ -3,7 +3,9 @@
 Pure: no ORM, no Django. It takes the prepared messages, the tools, an LLM client and an
 event sink, and returns a ``ReactLoopResult`` that the orchestrator persists. Each turn
 ends in one of a closed set of outcomes (``FinalAnswer``, ``Continue``, ``Interrupted``,
-``GaveUp``) dispatched exhaustively in ``run``.
+``GaveUp``) dispatched exhaustively in ``run``. A run that ends ``Interrupted`` makes one
+more call without tools so the waiting agent's raw question reaches the user in the
+persona's voice (``phrase_question``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ MAX_TURNS_INSTRUCTION = (
     "You have used all the steps you may take for this request. Answer the user now, "
     "using only the information gathered so far, and say what could not be completed."
 )
+# Sent as a user-role message, like MAX_TURNS_INSTRUCTION: some chat templates reject a
+# system message anywhere but first, and this one follows the tool results.
+PHRASE_INSTRUCTION = (
+    "An action is waiting for the user. Ask them for exactly this, in your own voice, briefly, "
+    "without inventing details:\n\n{question}"
+)
 SECRET_ARG_HINTS = ("password", "secret", "token", "api_key", "apikey", "credential")
 PREVIEW_CHARS = 200
 
@@ -66,7 +74,10 @@ class Continue:
 
 @dataclass(frozen=True, slots=True)
 class Interrupted:
+    """An agent-tool waits for the user; ``response`` is its question as phrased for them ("" = raw)."""
+
     interruption: Interruption
+    response: str = ""
 
 
 TurnOutcome = FinalAnswer | Continue | Interrupted | GiveUp
@@ -132,6 +143,9 @@ class ReactLoop:
                 break
         else:
             outcome = await self._final_answer_without_tools(self.config.max_turns + 1)
+        if isinstance(outcome, Interrupted) and self.config.phrase_agent_questions:
+            phrased = await self.phrase_question(self.messages, outcome.interruption.prompt)
+            outcome = Interrupted(outcome.interruption, response=phrased)
         return self._result(outcome, started)
 
     def _result(self, outcome: TurnOutcome, started: float) -> ReactLoopResult:
@@ -141,8 +155,8 @@ class ReactLoop:
         match outcome:
             case FinalAnswer(text=text):
                 result.response, result.status = text, RunStatus.COMPLETED
-            case Interrupted(interruption=interruption):
-                result.response, result.status = interruption.prompt, interruption.status
+            case Interrupted(interruption=interruption, response=response):
+                result.response, result.status = response or interruption.prompt, interruption.status
                 result.interruption = interruption
                 result.pending_approvals = interruption.pending_approvals
             case GiveUp(response=response, error=error):
@@ -182,6 +196,33 @@ class ReactLoop:
             return response
         self._append(_assistant_message(response))
         return FinalAnswer(response.content)
+
+    async def phrase_question(self, messages: list[Message], question: str) -> str:
+        """``question`` (a waiting agent's, e.g. "Please provide: subject") in the persona's voice.
+
+        One call without tools on ``messages`` plus an instruction, counted in ``usage`` and
+        recorded as a turn like any other. Neither the instruction nor the reply joins
+        ``new_messages``: the history keeps the tool result, and the phrased text is persisted
+        as the run's response. Any failure (the strategy table gives up, an escalated or
+        unexpected error) or an empty reply falls back to the raw question: a run that is only
+        waiting for the user must never fail because of the wording.
+        """
+        kept = self.messages
+        instruction = {"role": "user", "content": PHRASE_INSTRUCTION.format(question=question)}
+        try:
+            self.messages = self.context_manager.trim_if_needed([*messages, instruction])
+            response = await self._call_llm(self._next_turn_index(), None)
+        except Exception:  # the raw question is a correct, if plain, answer
+            logger.warning("phrasing a waiting agent's question failed; sending it as is", exc_info=True)
+            return question
+        finally:
+            self.messages = kept
+        if isinstance(response, GiveUp) or not response.content.strip():
+            return question
+        return response.content
+
+    def _next_turn_index(self) -> int:
+        return self.turn_records[-1].index + 1 if self.turn_records else 1
 
     def _append(self, message: Message) -> None:
         self.messages.append(message)

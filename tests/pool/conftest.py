@@ -8,7 +8,8 @@ import pytest
 
 from orchestrator.agents import AgentRegistry, AgentResult, InputField, StandardAgent, valet
 from orchestrator.tools import ToolRegistry, tool
-from tests.llm_server import Step, tool_calls
+from orchestrator.loop import PHRASE_INSTRUCTION
+from tests.llm_server import RecordedRequest, Step, tool_calls
 
 
 def has_at(value: str) -> str | None:
@@ -88,6 +89,13 @@ def route(intent: str = "answer", **values: Any) -> Step:
     if values:
         arguments["values"] = values
     return tool_calls(("route_reply", arguments))
+
+
+def assert_phrasing_request(request: RecordedRequest, question: str) -> None:
+    """The extra call that words a waiting agent's question (issue 5): no tools, the raw question last."""
+    assert request.tools is None
+    instruction = request.last_message or {}
+    assert instruction["content"] == PHRASE_INSTRUCTION.format(question=question), instruction["content"]
 
 
 def assert_valid_tool_ordering(messages: list[dict[str, Any]]) -> None:

@@ -16,11 +16,13 @@ from pool import selectors, services
 from pool.models import AgentPoolEntry
 from pool.tasks import expire_pool_entries
 from tests.llm_server import text, tool_calls
-from tests.pool.conftest import assert_valid_tool_ordering, build_agent_tools, route
+from tests.pool.conftest import assert_phrasing_request, assert_valid_tool_ordering, build_agent_tools, route
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 EMAIL_NO_RECIPIENT = {"subject": "NYC trip", "body": "Flights and weather attached"}
+ASK_RECIPIENT = "What is the recipient (Recipient email address)?"
+PHRASED_RECIPIENT = "Who should I send the email to?"
 
 
 def _entries(**filters: Any) -> list[AgentPoolEntry]:
@@ -33,7 +35,7 @@ entries = sync_to_async(_entries)
 async def _park_email_agent(orchestrator: Any, llm_server: Any, user: Any, call_id: str = "call_mail",
                             conversation: Any = None) -> Any:
     """One message whose agent-tool call lacks the recipient: the agent waits in the pool."""
-    llm_server.script(tool_calls((call_id, "SendEmailAgent", EMAIL_NO_RECIPIENT)))
+    llm_server.script(tool_calls((call_id, "SendEmailAgent", EMAIL_NO_RECIPIENT)), text(PHRASED_RECIPIENT))
     outcome = await orchestrator.handle_message(user_id=user.pk, content="email the team", conversation_id=conversation)
     assert outcome.result.status == RunStatus.WAITING_FOR_INPUT
     return outcome
@@ -46,12 +48,15 @@ async def test_flight_weather_email_scenario(make_orchestrator: Any, llm_server:
         tool_calls(("call_flights", "FlightSearchAgent", {"origin": "SFO", "destination": "NYC", "date": "Friday"}),
                    ("call_weather", "get_weather", {"city": "NYC", "date": "Friday"})),
         tool_calls(("call_mail", "SendEmailAgent", EMAIL_NO_RECIPIENT)),
+        text(PHRASED_RECIPIENT),
     )
     first = await orchestrator.handle_message(user_id=user.pk, content="Find flights SFO-NYC Friday, check the "
                                                                        "weather and email it to the team")
     result = first.result
-    assert result.status == RunStatus.WAITING_FOR_INPUT and result.turns == 2
-    assert result.response == "What is the recipient (Recipient email address)?"
+    assert result.status == RunStatus.WAITING_FOR_INPUT and result.turns == 3  # 2 + the phrasing call
+    assert_phrasing_request(llm_server.requests[2], ASK_RECIPIENT)
+    assert result.response == PHRASED_RECIPIENT
+    assert result.interruption.prompt == ASK_RECIPIENT
     assert [(r.name, r.turn, r.result_status) for r in result.tool_calls] == [
         ("FlightSearchAgent", 1, "COMPLETED"), ("get_weather", 1, None), ("SendEmailAgent", 2, "WAITING_FOR_INPUT")]
     [entry] = await entries(owner_id=user.pk)
@@ -73,7 +78,7 @@ async def test_flight_weather_email_scenario(make_orchestrator: Any, llm_server:
     assert tool_results["call_weather"] == "Sunny, 15C in NYC on Friday"
     assert tool_results[f"resume_{entry.id.hex}"] == "Email sent to team@example.com (subject: NYC trip)."
     assert [m["role"] for m in sent[-4:]] == ["assistant", "user", "assistant", "tool"]
-    assert sent[-4]["content"] == "What is the recipient (Recipient email address)?"
+    assert sent[-4]["content"] == PHRASED_RECIPIENT
     assert sent[-3] == {"role": "user", "content": "team@example.com"}
     resumed_call = sent[-2]["tool_calls"][0]
     assert resumed_call["function"]["name"] == "SendEmailAgent"
@@ -92,9 +97,12 @@ async def test_missing_field_is_asked_then_answered(make_orchestrator: Any, llm_
     from orchestrator.tools import registry
 
     orchestrator = make_orchestrator(tools=registry.subset(["ReminderAgent"]))
-    llm_server.script(tool_calls(("call_r", "ReminderAgent", {"what": "water the plants"})))
+    llm_server.script(tool_calls(("call_r", "ReminderAgent", {"what": "water the plants"})),
+                      text("When shall I remind you?"))
     first = await orchestrator.handle_message(user_id=user.pk, content="remind me to water the plants")
-    assert first.result.status == RunStatus.WAITING_FOR_INPUT and "when" in first.result.response
+    assert first.result.status == RunStatus.WAITING_FOR_INPUT and "when" in first.result.interruption.prompt
+    assert_phrasing_request(llm_server.requests[-1], first.result.interruption.prompt)
+    assert first.result.response == "When shall I remind you?"
     llm_server.script(route(when="tomorrow 08:15"), text("Done, I'll remind you."))
     second = await orchestrator.handle_message(user_id=user.pk, content="tomorrow 08:15",
                                                conversation_id=first.conversation_id)
@@ -106,17 +114,24 @@ async def test_missing_field_is_asked_then_answered(make_orchestrator: Any, llm_
 async def test_invalid_value_is_asked_again_with_the_validator_message(make_orchestrator: Any, llm_server: Any,
                                                                        user: Any) -> None:
     orchestrator = make_orchestrator(tools=build_agent_tools()[0])
-    llm_server.script(tool_calls(("call_mail", "SendEmailAgent", {**EMAIL_NO_RECIPIENT, "recipient": "the team"})))
+    llm_server.script(tool_calls(("call_mail", "SendEmailAgent", {**EMAIL_NO_RECIPIENT, "recipient": "the team"})),
+                      text("That address needs an @ - who should get it?"))
     first = await orchestrator.handle_message(user_id=user.pk, content="email the team")
-    assert "Invalid email: it must contain @" in first.result.response
-    llm_server.script(route())  # an answer without values: the agent's own parser reads it
+    assert "Invalid email: it must contain @" in first.result.interruption.prompt
+    assert_phrasing_request(llm_server.requests[1], first.result.interruption.prompt)
+    assert first.result.response == "That address needs an @ - who should get it?"
+    # An answer without values: the agent's own parser reads it; its next question is phrased too.
+    llm_server.script(route(), text("Still no @ there - which address?"))
     second = await orchestrator.handle_message(user_id=user.pk, content="just the usual people",
                                                conversation_id=first.conversation_id)
-    assert second.result.status == RunStatus.WAITING_FOR_INPUT and second.result.turns == 0
-    assert "Invalid email: it must contain @" in second.result.response
-    # The still-waiting agent answered without the loop: the only request since is the routing call.
-    assert len(llm_server.requests) == 2
-    assert [t["function"]["name"] for t in llm_server.requests[1].tools] == ["route_reply"]
+    assert second.result.status == RunStatus.WAITING_FOR_INPUT and second.result.turns == 1
+    assert "Invalid email: it must contain @" in second.result.interruption.prompt
+    assert second.result.response == "Still no @ there - which address?"
+    # The still-waiting agent answered without the loop: the requests since are routing and phrasing.
+    assert len(llm_server.requests) == 4
+    assert [t["function"]["name"] for t in llm_server.requests[2].tools] == ["route_reply"]
+    assert_phrasing_request(llm_server.requests[3], second.result.interruption.prompt)
+    assert llm_server.requests[3].messages[-2] == {"role": "user", "content": "just the usual people"}
     [entry] = await entries(owner_id=user.pk)
     assert entry.errors == {"recipient": "Invalid email: it must contain @"}
     stored = await sync_to_async(list)(Message.objects.filter(conversation_id=first.conversation_id)
@@ -205,19 +220,22 @@ async def test_pool_survives_a_restart(make_orchestrator: Any, llm_server: Any, 
 async def test_approval_yes_runs_the_agent_and_no_cancels_it(make_orchestrator: Any, llm_server: Any,
                                                              user: Any) -> None:
     orchestrator = make_orchestrator(tools=build_agent_tools()[0])
-    llm_server.script(tool_calls(("call_t", "TransferMoneyAgent", {"payee": "Alice", "amount": 25})))
+    llm_server.script(tool_calls(("call_t", "TransferMoneyAgent", {"payee": "Alice", "amount": 25})),
+                      text("Shall I send Alice 25 EUR?"))
     first = await orchestrator.handle_message(user_id=user.pk, content="send Alice 25 euros")
     assert first.result.status == RunStatus.WAITING_FOR_APPROVAL
     [approval] = first.result.pending_approvals
     assert approval["action_summary"] == "Transfer 25 EUR to Alice" and approval["agent_name"] == "TransferMoneyAgent"
     assert approval["details"] == {"payee": "Alice", "amount": 25} and approval["pool_entry"]
+    assert first.result.response == "Shall I send Alice 25 EUR?"
+    assert_phrasing_request(llm_server.requests[-1], first.result.interruption.prompt)
     llm_server.script(text("Transferred."))
     done = await orchestrator.handle_message(user_id=user.pk, content="yes", conversation_id=first.conversation_id)
     assert done.result.response == "Transferred."
     assert llm_server.requests[-1].messages[-1]["content"] == "Transferred 25 EUR to Alice."
 
     llm_server.script(tool_calls(("call_t2", "TransferMoneyAgent", {"payee": "Bob", "amount": 5})),
-                      text("OK, I won't send it."))
+                      text("Send Bob 5 EUR?"), text("OK, I won't send it."))
     again = await orchestrator.handle_message(user_id=user.pk, content="and Bob 5",
                                               conversation_id=first.conversation_id)
     assert again.result.status == RunStatus.WAITING_FOR_APPROVAL

@@ -343,3 +343,15 @@ def test_one_time_tasks_share_a_clocked_schedule_per_second(user: Any) -> None:
     for task in tasks:
         services.trigger_task_delete(owner_id=user.pk, task_id=task.pk)
     assert not ClockedSchedule.objects.exists()
+
+
+@pytest.mark.celery
+def test_a_second_beat_refuses_to_start(celery_processes: Any) -> None:
+    """Two beats would send every schedule twice; the second one exits and names the first."""
+    first = celery_processes.start_beat()
+    celery_processes.wait_for_log("beat", "beat: Starting")
+    second = celery_processes.start_beat("beat2")
+    assert second.wait(timeout=60) == 3
+    assert "another celery beat is already running" in celery_processes.log("beat2")
+    assert f":{first.pid}" in celery_processes.log("beat2")
+    assert first.poll() is None  # the first beat carries on
