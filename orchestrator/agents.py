@@ -13,6 +13,8 @@ loop's ``Tool`` protocol and to the pool.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import enum
 import hashlib
 import inspect
@@ -118,7 +120,7 @@ _NO = re.compile(r"^\s*(n|no|nope|don'?t|do not|reject(ed)?|deny|decline)\b", re
 _FIELD_LINE = re.compile(r"^\s*([A-Za-z][\w ]{0,40}?)\s*[:=]\s*(.+?)\s*$")
 
 
-class StandardAgent:
+class StandardAgent(ABC):
     """Base of every agent. Subclasses declare ``input_fields`` and implement ``on_running``.
 
     The engine (``start`` / ``reply``) adopts valid values, drops invalid ones with the
@@ -143,9 +145,9 @@ class StandardAgent:
         self.task_instruction = task_instruction
 
     # --- hooks for subclasses -------------------------------------------------------------
+    @abstractmethod
     async def on_running(self) -> AgentResult:
         """Do the work with ``self.fields`` (all valid) and ``self.context``."""
-        raise NotImplementedError(f"{type(self).__name__} must implement on_running()")
 
     def needs_approval(self) -> bool:
         """True when the action is irreversible enough that the user must confirm it first."""

@@ -11,6 +11,8 @@ back-off, and every attempt leaves its error on the row.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import json
 import logging
 import urllib.error
@@ -40,13 +42,14 @@ class DeliveryError(Exception):
         self.permanent = permanent
 
 
-class NotificationChannel:
+class NotificationChannel(ABC):
     """One way to reach a user. ``send`` raises ``DeliveryError`` when it did not arrive."""
 
     name: ClassVar[str]
 
+    @abstractmethod
     def send(self, delivery: NotificationDelivery) -> None:
-        raise NotImplementedError
+        """Deliver, or raise ``DeliveryError``."""
 
 
 class InboxChannel(NotificationChannel):

@@ -12,6 +12,8 @@ Executors run outside any transaction (they call the LLM and tools); they return
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import importlib
 import json
 from dataclasses import dataclass, field
@@ -50,7 +52,7 @@ class ActionResult:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-class ActionExecutor:
+class ActionExecutor(ABC):
     """Base of every executor: one ``execute`` per firing, no shared mutable state."""
 
     name: ClassVar[str]
@@ -58,8 +60,9 @@ class ActionExecutor:
     def validate(self, action: dict[str, Any]) -> None:
         """Refuse a task whose ``action`` this executor cannot run (called on save)."""
 
+    @abstractmethod
     def execute(self, context: TriggerContext) -> ActionResult:
-        raise NotImplementedError
+        """Run one firing; never raise for an expected failure, return a failed result."""
 
 
 _registry: dict[str, type[ActionExecutor]] = {}
