@@ -23,7 +23,7 @@ from approvals.execution import approval_execute
 from approvals.models import ApprovalRequest
 from approvals.selectors import list_pending_approvals
 from onevalet_site.errors import Conflict, InvalidInput
-from orchestrator.agent_tools import (AgentFinished, AgentStillWaiting, _finished, _Step, agent_class_for,
+from orchestrator.agent_tools import (AgentFinished, AgentStillWaiting, finish_resumed, ResumeStep, agent_class_for,
                                       loop_config, wants_to_cancel)
 from orchestrator.events import EventSink, StateChange
 from orchestrator.tools import ToolExecutionContext, ToolRegistry
@@ -132,12 +132,12 @@ async def _execute(request_ids: list[str], context: ToolExecutionContext, tools:
         action = await approval_execute(request_id=request_id, tools=tools, credentials=context.credentials,
                                         config=config)
         if action is not None:
-            steps.append(_Step(action.call_id, action.agent_name, action.arguments,
+            steps.append(ResumeStep(action.call_id, action.agent_name, action.arguments,
                                ToolOutcome(content=action.content, is_error=action.is_error,
                                            status=action.outcome.upper())))
     # Their results continue this run; a later batch continuation must not feed them again.
     await sync_to_async(services.approvals_mark_fed_back)(request_ids=request_ids)
-    return await _finished(steps, context, emit)
+    return await finish_resumed(steps, context, emit)
 
 
 async def _ask_again(pending: list[ApprovalRequest], context: ToolExecutionContext, emit: EventSink,

@@ -192,7 +192,7 @@ class AgentStillWaiting:
 
 
 @dataclass(slots=True)
-class _Step:
+class ResumeStep:
     call_id: str
     name: str
     arguments: dict[str, Any]
@@ -239,9 +239,9 @@ async def resume_pending_agent(*, text: str, context: ToolExecutionContext, tool
         steps = []
         for entry in entries:
             if await sync_to_async(services.pool_entry_cancel)(entry_id=entry.id, owner_id=entry.owner_id):
-                steps.append(_Step(_resume_call_id(entry), entry.agent_type, entry.collected_fields,
+                steps.append(ResumeStep(_resume_call_id(entry), entry.agent_type, entry.collected_fields,
                                    ToolOutcome(content=CANCELLED_NOTE, status="CANCELLED")))
-        return await _finished(steps, context, emit) if steps else None
+        return await finish_resumed(steps, context, emit) if steps else None
     for entry in entries:
         claimed = await sync_to_async(services.pool_entry_resume)(entry_id=entry.id, owner_id=entry.owner_id)
         if claimed is None:
@@ -277,7 +277,7 @@ async def _drop_routed(entry: Any, call_id: str, intent: ReplyIntent, context: T
 
     await sync_to_async(services.pool_entry_cancel)(entry_id=entry.id, owner_id=entry.owner_id)
     outcome = ToolOutcome(content=DROPPED_NOTES[intent], status="CANCELLED")
-    return await _finished([_Step(call_id, entry.agent_type, entry.collected_fields, outcome)], context, emit)
+    return await finish_resumed([ResumeStep(call_id, entry.agent_type, entry.collected_fields, outcome)], context, emit)
 
 
 async def _give_reply(agent: StandardAgent, text: str, values: dict[str, Any]) -> AgentResult:
@@ -314,7 +314,7 @@ async def _continue_agent(agent: StandardAgent, entry: Any, text: str, call_id: 
         approval = await open_approval(agent, entry_id=entry.id, tool_call_id=entry.tool_call_id, context=context)
         outcome = waiting_outcome(agent, result, entry_id=str(entry.id), tool_call_id=entry.tool_call_id,
                                   approval=approval)
-        step = _Step(call_id, agent.agent_name(), agent.fields, outcome, duration_ms)
+        step = ResumeStep(call_id, agent.agent_name(), agent.fields, outcome, duration_ms)
         await _emit_result(step, context, emit)
         interruption = outcome.interruption
         assert interruption is not None
@@ -322,11 +322,11 @@ async def _continue_agent(agent: StandardAgent, entry: Any, text: str, call_id: 
                                agent=interruption.agent_name, pending_approvals=interruption.pending_approvals))
         return AgentStillWaiting(interruption=interruption, records=[_record(step, config)], phrase=True)
     await sync_to_async(services.pool_entry_remove)(entry_id=entry.id, owner_id=entry.owner_id)
-    step = _Step(call_id, agent.agent_name(), agent.fields, finished_outcome(result), duration_ms)
-    return await _finished([step], context, emit)
+    step = ResumeStep(call_id, agent.agent_name(), agent.fields, finished_outcome(result), duration_ms)
+    return await finish_resumed([step], context, emit)
 
 
-async def _finished(steps: list[_Step], context: ToolExecutionContext, emit: EventSink) -> AgentFinished:
+async def finish_resumed(steps: list[ResumeStep], context: ToolExecutionContext, emit: EventSink) -> AgentFinished:
     """One assistant message calling the agent(s) with their final fields, then each result.
 
     Appended after the user's reply this keeps the history valid for the API (every tool
@@ -344,13 +344,13 @@ async def _finished(steps: list[_Step], context: ToolExecutionContext, emit: Eve
     return AgentFinished(messages=messages, records=[_record(s, config) for s in steps])
 
 
-async def _emit_result(step: _Step, context: ToolExecutionContext, emit: EventSink) -> None:
+async def _emit_result(step: ResumeStep, context: ToolExecutionContext, emit: EventSink) -> None:
     await emit(ToolResultEvent(run=context.run_id, turn=0, tool_call_id=step.call_id, name=step.name,
                                success=not step.outcome.is_error, duration_ms=step.duration_ms,
                                result_status=step.outcome.status, preview=step.outcome.content[:200]))
 
 
-def _record(step: _Step, config: ReactLoopConfig) -> ToolCallRecord:
+def _record(step: ResumeStep, config: ReactLoopConfig) -> ToolCallRecord:
     from orchestrator.loop import summarize_arguments
 
     return ToolCallRecord(tool_call_id=step.call_id, name=step.name,
