@@ -128,22 +128,18 @@ def _celery_url(redis_url: str) -> str:
     return redis_url
 
 
+# Redis pub/sub: a group send is one PUBLISH that every subscribed process receives at once.
+# The list-based RedisChannelLayer delivered group messages to hundreds of sockets of one
+# process through a single shared key and blocking pops: hints arrived in clumps, seconds
+# late, or were dropped (bench/ws_load.py). Delivery is at most once either way; the user's
+# event stream (orchestrator/event_store.py) is what makes it complete.
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {
-            # channels-redis blocks in BZPOPMIN for 5 s; redis-py 8's default socket timeout
-            # is also 5 s, so a busy process could time out a healthy read and crash the
-            # consumer: the read timeout must outlast the blocking pop. Its pool does not
-            # wait for a free connection, and redis-py 8 caps pools at 100, which a burst of
-            # group sends from a few hundred runs exceeds.
+            # redis-py 8 caps a pool at 100 connections and times reads out after 5 s.
             "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "max_connections": 1000}],
             "prefix": env_str("ONEVALET_REDIS_PREFIX", "onevalet") + ":asgi",
-            # All sockets of one daphne process share one Redis key for their messages, and
-            # a group send to a key at capacity is dropped silently: size it for bursts of
-            # hints from hundreds of concurrent runs (each hint is a few bytes).
-            "capacity": 100_000,
-            "expiry": 60,
         },
     }
 }
