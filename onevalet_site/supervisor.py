@@ -400,6 +400,11 @@ class Supervisor:
                     pass
             if child.process.poll() is None:
                 child.process.wait()
+            # SIGKILL is delivered asynchronously; orphans are not ours to wait() for, so
+            # watch the group until the kernel has taken every member down.
+            gone = time.monotonic() + 5.0
+            while group_alive(pgid) and time.monotonic() < gone:
+                time.sleep(0.02)
 
 
 # --- The command -------------------------------------------------------------------------
