@@ -9,7 +9,9 @@ Client frames (JSON objects, at most 64 KiB):
   A client that acks gets flow control: at most ``ONEVALET_WS_MAX_UNACKED`` events are in
   flight, the rest wait in the event stream until the next ack, so a client that stops
   reading costs the server a bounded buffer. (Clients that never ack get events as they
-  come, as before; the chat page acks.)
+  come; the chat page acks. A client that stops reading altogether also stops answering
+  daphne's websocket pings, and daphne closes it after its ping timeout, which bounds
+  that buffer in time.)
 
 Server frames: the run's events (``message_start`` ... ``execution_end``, ``error``) and
 ``notification``, each with its ``seq``; plus ``accepted`` (the message was taken, with its
