@@ -69,8 +69,17 @@ class ReminderAgent(StandardAgent):
         return AgentResult.completed(confirmation, remind_at=moment.isoformat())
 
     async def schedule_reminder(self, what: str, moment: datetime) -> str:
-        """Where the reminder is scheduled; the triggers app replaces this with a one-time task."""
-        return f"Reminder set: '{what}' on {moment:%A %d %B %Y at %H:%M} ({moment.tzinfo})."
+        """A one-time trigger task that notifies the user at ``moment`` (no LLM when it fires)."""
+        from asgiref.sync import sync_to_async
+
+        from triggers.models import TriggerTask
+        from triggers.services import trigger_task_create
+
+        task = await sync_to_async(trigger_task_create)(
+            owner_id=self.context.tenant_id, name=f"Reminder: {what}"[:200], kind=TriggerTask.Kind.ONE_TIME,
+            executor="notify", action={"message": f"Reminder: {what}", "title": "Reminder"}, run_at=moment,
+            timezone_name=str(moment.tzinfo))
+        return f"Reminder #{task.pk} set: '{what}' on {moment:%A %d %B %Y at %H:%M} ({moment.tzinfo})."
 
 
 def _user_zone(name: str) -> zoneinfo.ZoneInfo:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zoneinfo
+
 import json
 from datetime import timedelta
 from typing import Any
@@ -108,7 +110,14 @@ async def test_missing_field_is_asked_then_answered(make_orchestrator: Any, llm_
                                                conversation_id=first.conversation_id)
     assert second.result.response == "Done, I'll remind you."
     result = [m for m in llm_server.requests[-1].messages if m["role"] == "tool"][-1]["content"]
-    assert result.startswith("Reminder set: 'water the plants'") and "08:15" in result
+    assert result.startswith("Reminder #") and "'water the plants'" in result and "08:15" in result
+    # The reminder is a real one-time trigger task in the user's zone that notifies them.
+    from triggers.models import TriggerTask
+
+    task = await sync_to_async(TriggerTask.objects.get)(owner=user)
+    assert task.kind == "one_time" and task.executor == "notify" and task.status == "active"
+    assert task.action == {"message": "Reminder: water the plants", "title": "Reminder"}
+    assert task.run_at.astimezone(zoneinfo.ZoneInfo(task.timezone)).strftime("%H:%M") == "08:15"
 
 
 async def test_invalid_value_is_asked_again_with_the_validator_message(make_orchestrator: Any, llm_server: Any,
