@@ -36,7 +36,7 @@ def approval_detail_page(request: HttpRequest, request_id: str) -> HttpResponse:
         raise Http404(exc.message) from None
     form = ApprovalEditForm(approval=approval)
     status = 200
-    if request.method == "POST" and approval.is_pending:
+    if request.method == "POST":  # even when it looks decided: the service audits every attempt
         action = request.POST.get("action", "")
         form = ApprovalEditForm(request.POST if action == "edit" else None, approval=approval)
         try:
@@ -58,9 +58,6 @@ def approval_detail_page(request: HttpRequest, request_id: str) -> HttpResponse:
             form.add_error(field if field in form.fields else None, exc.message)
             status = 400
         approval.refresh_from_db()
-    elif request.method == "POST":
-        messages.error(request, f"This request is already {approval.get_status_display().lower()}.")
-        status = 409
     return render(request, "approvals/detail.html", {"approval": approval, "form": form}, status=status)
 
 

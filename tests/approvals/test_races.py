@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -70,6 +71,12 @@ def decide_job(user: Any, request_id: str, decision: str, door: str) -> Callable
     changes = {"subject": "Edited"} if decision == "edit" else None
 
     def job() -> str:
+        if door == "web":  # the page's form: approve or cancel (an edit there needs the whole form)
+            client = Client()
+            client.force_login(user)
+            action = "cancel" if decision == "cancel" else "approve"
+            status = client.post(f"/approvals/{request_id}/", {"action": action}).status_code
+            return {302: "won", 409: "conflict"}.get(status, f"http {status}")
         if door == "rest":
             client = APIClient()
             client.force_authenticate(user)
@@ -90,7 +97,8 @@ def test_fifty_concurrent_decisions_have_one_winner(orchestrator: Any, llm_serve
                                                     enqueued: list[str]) -> None:
     request_id = one_request(orchestrator, llm_server, user)
     decisions = ["approve", "cancel", "edit"]
-    jobs = [decide_job(user, request_id, decisions[n % 3], "rest" if n % 2 else "service") for n in range(THREADS)]
+    doors = ["rest", "web", "service"]
+    jobs = [decide_job(user, request_id, decisions[n % 3], doors[n % 2 + (n % 5 == 0)]) for n in range(THREADS)]
     results = run_together(jobs)
     assert results == Counter({"won": 1, "conflict": THREADS - 1})
     assert enqueued == [request_id]
