@@ -75,5 +75,6 @@ async def test_entry_created_by_another_process_is_resumed_here(make_orchestrato
     outcome = await orchestrator.handle_message(user_id=user.pk, content="tomorrow 07:45",
                                                 conversation_id=str(conversation.id))
     assert outcome.result.status == RunStatus.COMPLETED and outcome.result.response == "All set."
-    assert llm_server.requests[-1].messages[-1]["content"].startswith("Reminder set: 'water the plants'")
+    result = llm_server.requests[-1].messages[-1]["content"]
+    assert result.startswith("Reminder #") and "'water the plants'" in result
     assert not await sync_to_async(AgentPoolEntry.objects.filter(id=entry.id).exists)()
