@@ -10,35 +10,21 @@ per-user event store) and stored as a notification.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
 
 from approvals import services
 from approvals.signals import batch_resolved
 from approvals.execution import ExecutedAction, as_action
 from approvals.models import ApprovalRequest
 from orchestrator.events import EventSink, ExecutionEnd
-from orchestrator.models import Conversation, LoopRun, Source, UserProfile
-from orchestrator.orchestrator import MessageOutcome, Orchestrator, PreparedRun
-from orchestrator.selectors import recent_history
-from orchestrator.services import messages_for_llm
-from orchestrator.tools import ToolExecutionContext
+from orchestrator.models import Source
+from orchestrator.orchestrator import MessageOutcome, Orchestrator
 
 logger = logging.getLogger("onevalet.approvals")
-
-
-@dataclass(slots=True)
-class ContinuationStart:
-    run_id: str
-    history: list[dict[str, Any]]
-    timezone: str
-    display_name: str
 
 
 def carried_messages(actions: list[ExecutedAction]) -> list[dict[str, Any]]:
@@ -47,17 +33,6 @@ def carried_messages(actions: list[ExecutedAction]) -> list[dict[str, Any]]:
               "function": {"name": a.agent_name, "arguments": json.dumps(a.arguments, default=str)}} for a in actions]
     return [{"role": "assistant", "content": None, "tool_calls": calls},
             *({"role": "tool", "tool_call_id": a.call_id, "content": a.content} for a in actions)]
-
-
-@transaction.atomic
-def continuation_start(*, owner_id: int, conversation_id: Any, model: str, history_limit: int) -> ContinuationStart:
-    """Open the ``source="approval"`` run and load the history it continues (no new user message)."""
-    conversation = Conversation.objects.get(id=conversation_id, owner_id=owner_id)
-    profile, _ = UserProfile.objects.get_or_create(user_id=owner_id)
-    run = LoopRun.objects.create(owner_id=owner_id, conversation=conversation, source=Source.APPROVAL, model=model)
-    history = messages_for_llm(recent_history(conversation=conversation, limit=history_limit))
-    return ContinuationStart(run_id=str(run.id), history=history, timezone=profile.timezone,
-                             display_name=profile.display_name)
 
 
 async def continue_after_approvals(*, run_id: Any, orchestrator: Orchestrator,
@@ -92,34 +67,16 @@ async def continue_after_approvals(*, run_id: Any, orchestrator: Orchestrator,
 
 async def _run_continuation(orchestrator: Orchestrator, owner_id: int, conversation_id: str,
                             actions: list[ExecutedAction], emit: EventSink) -> MessageOutcome:
-    from orchestrator import services as run_services
+    """A ``source="approval"`` run with no new user message: the history, then the decided
+    actions' call and results, and the loop decides what to tell the user."""
     from orchestrator.locks import conversation_lock
 
-    carried = carried_messages(actions)
     async with conversation_lock(conversation_id):
-        start = await sync_to_async(continuation_start)(
-            owner_id=owner_id, conversation_id=conversation_id, model=orchestrator.llm.model,
-            history_limit=orchestrator.config.history_load_limit)
-        tools = orchestrator.visible_tools()
-        system = orchestrator.system_message(timezone_name=start.timezone, display_name=start.display_name,
-                                             tools=tools)
-        context = ToolExecutionContext(tenant_id=owner_id, conversation_id=conversation_id, run_id=start.run_id,
-                                       timezone=start.timezone, source=Source.APPROVAL,
-                                       credentials=orchestrator.credentials,
-                                       extra={"thread_pool_size": orchestrator.config.tool_thread_pool_size,
-                                              "loop_config": orchestrator.config})
-        prepared = PreparedRun(user_id=owner_id, conversation_id=conversation_id, run_id=start.run_id,
-                               source=Source.APPROVAL, messages=[system, *start.history, *carried],
-                               tool_context=context, carried_messages=carried)
-        try:
-            result = await orchestrator.react_loop(prepared, emit, stream=False)
-        except BaseException as exc:
-            await asyncio.shield(sync_to_async(run_services.run_fail)(
-                owner_id=owner_id, run_id=start.run_id, error=f"{type(exc).__name__}: {exc}"))
-            raise
-        await orchestrator.post_process(prepared, result)
-    outcome = MessageOutcome(conversation_id=conversation_id, run_id=start.run_id, result=result)
-    await emit(ExecutionEnd(run=start.run_id, conversation=conversation_id, summary=outcome.as_dict()))
+        prepared = await orchestrator.prepare_context(user_id=owner_id, content=None, conversation_id=conversation_id,
+                                                      source=Source.APPROVAL,
+                                                      carried_messages=carried_messages(actions))
+        outcome = await orchestrator.run_prepared(prepared, emit, stream=False, pending_agents=False)
+    await emit(ExecutionEnd(run=outcome.run_id, conversation=conversation_id, summary=outcome.as_dict()))
     return outcome
 
 

@@ -38,8 +38,8 @@ django.setup()
 from asgiref.sync import sync_to_async  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from openai import AsyncOpenAI, AsyncStream  # noqa: E402
-from openai.types.chat import ChatCompletion, ChatCompletionChunk  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
+from openai.types.chat import ChatCompletion  # noqa: E402
 
 from onevalet_site.embedded_redis import ensure_for_settings  # noqa: E402
 from orchestrator.config import ReactLoopConfig  # noqa: E402

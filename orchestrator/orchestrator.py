@@ -106,19 +106,23 @@ class Orchestrator:
                          + ". Call several at once when they do not depend on each other.")
         return {"role": "system", "content": "\n".join(lines)}
 
-    async def prepare_context(self, *, user_id: int, content: str, conversation_id: Any, source: str) -> PreparedRun:
+    async def prepare_context(self, *, user_id: int, content: str | None, conversation_id: Any, source: str,
+                              carried_messages: list[dict[str, Any]] | None = None) -> PreparedRun:
+        """Open the run and build what the loop reads: persona + time + capabilities, history,
+        then ``carried_messages`` (results produced before the loop, persisted with the run)."""
         start = await sync_to_async(services.run_start)(
             owner_id=user_id, content=content, conversation_id=conversation_id, source=source,
             model=self.llm.model, history_limit=self.config.history_load_limit)
+        carried = list(carried_messages or ())
         tools = self.visible_tools()
         messages = [self.system_message(timezone_name=start.timezone, display_name=start.display_name, tools=tools),
-                    *start.history]
+                    *start.history, *carried]
         context = ToolExecutionContext(tenant_id=user_id, conversation_id=start.conversation_id, run_id=start.run_id,
                                        timezone=start.timezone, source=source, credentials=self.credentials,
                                        extra={"thread_pool_size": self.config.tool_thread_pool_size,
                                               "loop_config": self.config, "llm": self.llm})
         return PreparedRun(user_id=user_id, conversation_id=start.conversation_id, run_id=start.run_id,
-                           source=source, messages=messages, tool_context=context)
+                           source=source, messages=messages, tool_context=context, carried_messages=carried)
 
     async def check_pending_agents(self, prepared: PreparedRun, emit: EventSink, *,
                                    stream: bool = False) -> ReactLoopResult | None:
@@ -188,21 +192,30 @@ class Orchestrator:
         async with conversation_lock(str(conversation_id)):
             prepared = await self.prepare_context(user_id=user_id, content=text, conversation_id=conversation_id,
                                                   source=source)
-            try:
-                result = await self.check_pending_agents(prepared, emit, stream=stream)
-                if result is None:
-                    result = await self.react_loop(prepared, emit, stream=stream)
-            except LLMConfigurationError as exc:
-                await sync_to_async(services.run_fail)(owner_id=user_id, run_id=prepared.run_id, error=str(exc))
-                raise ServiceUnavailable(str(exc), code="llm_not_configured") from exc
-            except BaseException as exc:
-                await asyncio.shield(sync_to_async(services.run_fail)(
-                    owner_id=user_id, run_id=prepared.run_id, error=f"{type(exc).__name__}: {exc}"))
-                raise
-            await self.post_process(prepared, result)
-        outcome = MessageOutcome(conversation_id=prepared.conversation_id, run_id=prepared.run_id, result=result)
-        await emit(ExecutionEnd(run=prepared.run_id, conversation=prepared.conversation_id, summary=outcome.as_dict()))
+            outcome = await self.run_prepared(prepared, emit, stream=stream, pending_agents=True)
+        await emit(ExecutionEnd(run=outcome.run_id, conversation=outcome.conversation_id, summary=outcome.as_dict()))
         return outcome
+
+    async def run_prepared(self, prepared: PreparedRun, emit: EventSink, *, stream: bool,
+                           pending_agents: bool) -> MessageOutcome:
+        """Run an opened run to its end and persist it; a run that raises is closed as failed.
+
+        The caller holds the conversation lock. ``pending_agents`` lets a paused agent take
+        the message first (a user message); a continuation has no message for one.
+        """
+        try:
+            result = await self.check_pending_agents(prepared, emit, stream=stream) if pending_agents else None
+            if result is None:
+                result = await self.react_loop(prepared, emit, stream=stream)
+        except LLMConfigurationError as exc:
+            await sync_to_async(services.run_fail)(owner_id=prepared.user_id, run_id=prepared.run_id, error=str(exc))
+            raise ServiceUnavailable(str(exc), code="llm_not_configured") from exc
+        except BaseException as exc:
+            await asyncio.shield(sync_to_async(services.run_fail)(
+                owner_id=prepared.user_id, run_id=prepared.run_id, error=f"{type(exc).__name__}: {exc}"))
+            raise
+        await self.post_process(prepared, result)
+        return MessageOutcome(conversation_id=prepared.conversation_id, run_id=prepared.run_id, result=result)
 
     async def stream_message(self, **kwargs: Any) -> AsyncIterator[LoopEvent]:
         """Yield the run's events as they happen; the last one is ``execution_end`` or ``error``."""

@@ -46,17 +46,23 @@ def profile_update(*, user_id: int, display_name: str | None = None, timezone_na
 
 
 @transaction.atomic
-def run_start(*, owner_id: int, content: str, conversation_id: Any = None, source: str = Source.WEB,
+def run_start(*, owner_id: int, content: str | None, conversation_id: Any = None, source: str = Source.WEB,
               model: str = "", history_limit: int = 200) -> RunStart:
-    """Store the user's message, open a ``LoopRun`` and load the history the loop will see."""
+    """Store the user's message, open a ``LoopRun`` and load the history the loop will see.
+
+    ``content=None`` opens a run with no new message: a continuation of an existing
+    conversation (after approvals were decided) whose input is already in the history.
+    """
     if conversation_id:
         conversation = conversation_get(owner_id=owner_id, conversation_id=conversation_id)
     else:
-        conversation = conversation_create(owner_id=owner_id, title=content.strip().splitlines()[0] if content.strip() else "")
+        first_line = (content or "").strip().splitlines()[0] if (content or "").strip() else ""
+        conversation = conversation_create(owner_id=owner_id, title=first_line)
     profile, _ = UserProfile.objects.get_or_create(user_id=owner_id)
     run = LoopRun.objects.create(owner_id=owner_id, conversation=conversation, source=source, model=model)
-    Message.objects.create(conversation=conversation, owner_id=owner_id, run=run, role=Message.Role.USER,
-                           content=content, source=source)
+    if content is not None:
+        Message.objects.create(conversation=conversation, owner_id=owner_id, run=run, role=Message.Role.USER,
+                               content=content, source=source)
     history = messages_for_llm(recent_history(conversation=conversation, limit=history_limit))
     return RunStart(conversation_id=str(conversation.id), run_id=str(run.id), history=history,
                     timezone=profile.timezone, display_name=profile.display_name)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from orchestrator.tools import ToolExecutionContext, ToolRegistry, tool
 

@@ -13,7 +13,7 @@ from orchestrator.models import LoopRun
 from tests.llm_server import text
 from triggers import services
 from triggers.firing import RUN_LEASE, FireOutcome, FireRequest, trigger_fire
-from triggers.models import NotificationDelivery, TriggerRun, TriggerTask
+from triggers.models import NotificationDelivery, TriggerRun
 from triggers.tasks import fire_trigger
 
 pytestmark = pytest.mark.django_db(transaction=True)
